@@ -1,0 +1,1 @@
+"""Tickwork: serverless HTTP cron. Shared package shipped as the Lambda layer."""

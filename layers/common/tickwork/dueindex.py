@@ -1,0 +1,165 @@
+"""The Redis due index: every Redis key and Lua script Tickwork uses lives in this module.
+
+One sorted set holds everything due, scored by fire time in epoch milliseconds:
+- `j:<job id>`: a live job, scored by its next slot. It is never removed to be re-added later: claiming
+  it moves its score to the following slot in one atomic compare-and-set, so a crash delays a run but
+  never loses the schedule.
+- `e:<execution id>:<attempt>`: a one-shot dispatch of an existing execution (a retry, a manual run).
+  Claiming removes it; Postgres still holds the execution, so the sweeper can put it back.
+
+A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
+All keys share one hash tag, so the scripts also run on a cluster-mode cache (ElastiCache Serverless).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+JOB_PREFIX = "j:"
+EXECUTION_PREFIX = "e:"
+
+_FETCH_DUE = """
+local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
+local out = {}
+for i = 1, #items, 2 do
+  local member = items[i]
+  local spec = false
+  if string.sub(member, 1, 2) == 'j:' then spec = redis.call('HGET', KEYS[2], string.sub(member, 3)) end
+  out[#out + 1] = member
+  out[#out + 1] = items[i + 1]
+  out[#out + 1] = spec
+end
+return out
+"""
+
+# ARGV holds (member, expected score, new score or '' to remove) triples. A member whose score is not
+# the one this poller read was claimed or rescheduled by someone else, and is left alone.
+_CLAIM = """
+local won = {}
+for i = 1, #ARGV, 3 do
+  local member = ARGV[i]
+  local current = redis.call('ZSCORE', KEYS[1], member)
+  if current and tonumber(current) == tonumber(ARGV[i + 1]) then
+    if ARGV[i + 2] == '' then
+      redis.call('ZREM', KEYS[1], member)
+      if string.sub(member, 1, 2) == 'j:' then redis.call('HDEL', KEYS[2], string.sub(member, 3)) end
+    else
+      redis.call('ZADD', KEYS[1], ARGV[i + 2], member)
+    end
+    won[#won + 1] = 1
+  else
+    won[#won + 1] = 0
+  end
+end
+return won
+"""
+
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def job_member(job_id: str) -> str:
+    return f"{JOB_PREFIX}{job_id}"
+
+
+def execution_member(execution_id: str, attempt: int) -> str:
+    return f"{EXECUTION_PREFIX}{execution_id}:{attempt}"
+
+
+@dataclass(frozen=True)
+class DueEntry:
+    member: str
+    score: int
+    spec: dict[str, Any] | None
+
+    @property
+    def is_job(self) -> bool:
+        return self.member.startswith(JOB_PREFIX)
+
+    @property
+    def job_id(self) -> str:
+        return self.member[len(JOB_PREFIX):]
+
+    def execution(self) -> tuple[str, int]:
+        execution_id, attempt = self.member[len(EXECUTION_PREFIX):].rsplit(":", 1)
+        return execution_id, int(attempt)
+
+
+@dataclass(frozen=True)
+class Claim:
+    member: str
+    expected_score: int
+    new_score: int | None  # None removes the member (one-shot dispatch, or a schedule with no more runs)
+
+
+class DueIndex:
+    def __init__(self, redis: Any, namespace: str = "tickwork") -> None:
+        self._redis = redis
+        tag = "{" + namespace + "}"
+        self.due_key = f"{tag}:due"
+        self.specs_key = f"{tag}:specs"
+        self.tick_lock_key = f"{tag}:tick-lock"
+        self._fetch = redis.register_script(_FETCH_DUE)
+        self._claim = redis.register_script(_CLAIM)
+        self._release = redis.register_script(_RELEASE_LOCK)
+
+    def fetch_due(self, max_score: int, limit: int) -> list[DueEntry]:
+        """Up to `limit` entries scored at or before `max_score`, earliest first, with job specs."""
+        flat = self._fetch(keys=[self.due_key, self.specs_key], args=[max_score, limit])
+        entries = []
+        for i in range(0, len(flat), 3):
+            spec = json.loads(flat[i + 2]) if flat[i + 2] else None
+            entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
+        return entries
+
+    def claim(self, claims: Sequence[Claim]) -> list[bool]:
+        """Atomically advance or remove each member still at its expected score; True where this caller won."""
+        if not claims:
+            return []
+        args: list[Any] = []
+        for c in claims:
+            args += [c.member, c.expected_score, "" if c.new_score is None else c.new_score]
+        return [bool(w) for w in self._claim(keys=[self.due_key, self.specs_key], args=args)]
+
+    def put_job(self, job_id: str, spec: dict[str, Any], next_ms: int | None, pipeline: Any = None) -> None:
+        """Index a live job at its next slot (or drop it when it has none)."""
+        if next_ms is None:
+            self.remove_job(job_id, pipeline)
+            return
+        pipe = pipeline if pipeline is not None else self._redis.pipeline(transaction=True)
+        pipe.hset(self.specs_key, job_id, json.dumps(spec, separators=(",", ":")))
+        pipe.zadd(self.due_key, {job_member(job_id): next_ms})
+        if pipeline is None:
+            pipe.execute()
+
+    def remove_job(self, job_id: str, pipeline: Any = None) -> None:
+        pipe = pipeline if pipeline is not None else self._redis.pipeline(transaction=True)
+        pipe.zrem(self.due_key, job_member(job_id))
+        pipe.hdel(self.specs_key, job_id)
+        if pipeline is None:
+            pipe.execute()
+
+    def put_specs(self, specs: dict[str, dict[str, Any]]) -> None:
+        """Restore specs the poller found missing (the sorted set survived, the hash field did not)."""
+        if specs:
+            encoded = {job_id: json.dumps(s, separators=(",", ":")) for job_id, s in specs.items()}
+            self._redis.hset(self.specs_key, mapping=encoded)
+
+    def schedule_execution(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        """Queue a one-shot dispatch of an existing execution (a retry or a manual run)."""
+        target = pipeline if pipeline is not None else self._redis
+        target.zadd(self.due_key, {execution_member(execution_id, attempt): due_ms})
+
+    def score(self, member: str) -> int | None:
+        raw = self._redis.zscore(self.due_key, member)
+        return None if raw is None else int(raw)
+
+    def acquire_tick_lock(self, token: str, ttl_ms: int) -> bool:
+        return bool(self._redis.set(self.tick_lock_key, token, nx=True, px=ttl_ms))
+
+    def release_tick_lock(self, token: str) -> bool:
+        """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""
+        return bool(self._release(keys=[self.tick_lock_key], args=[token]))

@@ -1,0 +1,68 @@
+"""Domain values shared by the poller, the executor and the API. No I/O here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One hand-off from the poller to an executor: run `attempt` of an execution at `fire_at_ms`.
+
+    The attempt number makes a stale or duplicated delivery harmless: the executor only starts an
+    execution whose recorded attempt count is `attempt - 1`.
+    """
+
+    execution_id: str
+    attempt: int
+    fire_at_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Dispatch:
+        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]))
+
+
+def executor_event(dispatches: list[Dispatch]) -> dict[str, Any]:
+    """The executor Lambda's event: a list so a burst can group several runs per invocation."""
+    return {"dispatches": [d.to_dict() for d in dispatches]}
+
+
+def dispatches_from_event(event: Mapping[str, Any]) -> list[Dispatch]:
+    return [Dispatch.from_dict(item) for item in event.get("dispatches", [])]
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job as stored in Postgres."""
+
+    id: str
+    tenant_id: str
+    name: str
+    schedule: str
+    timezone: str
+    start_at: datetime | None
+    end_at: datetime | None
+    request: dict[str, Any]
+    retry: dict[str, Any]
+    status: str
+    next_run_at: datetime | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class StartedExecution:
+    """What the executor needs once it has won the right to run an attempt."""
+
+    id: str
+    job_id: str
+    tenant_id: str
+    scheduled_for: datetime
+    attempt: int
+    request: dict[str, Any]
+    retry: dict[str, Any]
