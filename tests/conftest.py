@@ -118,3 +118,57 @@ def handler() -> Callable[[str], Callable[[dict[str, Any], Any], Any]]:
 
 def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())
+
+
+class Target:
+    """A real HTTP server on loopback that records every request and answers from a script of statuses."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[dict[str, Any]] = []
+        self.statuses: list[int] = []
+        self.default_status = 200
+        self.delay_seconds = 0.0
+        self._lock = threading.Lock()
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                import time
+
+                arrived = time.time()
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with target._lock:
+                    target.requests.append({"at": arrived, "method": self.command, "path": self.path,
+                                            "headers": dict(self.headers), "body": body.decode()})
+                    status = target.statuses.pop(0) if target.statuses else target.default_status
+                if target.delay_seconds:
+                    time.sleep(target.delay_seconds)
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    server = Target()
+    yield server
+    server.close()

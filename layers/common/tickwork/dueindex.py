@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
@@ -124,14 +124,19 @@ class DueIndex:
             args += [c.member, c.expected_score, "" if c.new_score is None else c.new_score]
         return [bool(w) for w in self._claim(keys=[self.due_key, self.specs_key], args=args)]
 
-    def put_job(self, job_id: str, spec: dict[str, Any], next_ms: int | None, pipeline: Any = None) -> None:
-        """Index a live job at its next slot (or drop it when it has none)."""
+    def put_job(
+        self, job_id: str, spec: dict[str, Any], next_ms: int | None, pipeline: Any = None, keep_score: bool = False
+    ) -> None:
+        """Index a live job at its next slot (or drop it when it has none).
+
+        keep_score leaves a job already in the set where it is (a rebuild must not rewind a live score).
+        """
         if next_ms is None:
             self.remove_job(job_id, pipeline)
             return
         pipe = pipeline if pipeline is not None else self._redis.pipeline(transaction=True)
         pipe.hset(self.specs_key, job_id, json.dumps(spec, separators=(",", ":")))
-        pipe.zadd(self.due_key, {job_member(job_id): next_ms})
+        pipe.zadd(self.due_key, {job_member(job_id): next_ms}, nx=keep_score)
         if pipeline is None:
             pipe.execute()
 
@@ -152,6 +157,20 @@ class DueIndex:
         """Queue a one-shot dispatch of an existing execution (a retry or a manual run)."""
         target = pipeline if pipeline is not None else self._redis
         target.zadd(self.due_key, {execution_member(execution_id, attempt): due_ms})
+
+    def job_ids(self, batch: int = 1000) -> Iterator[list[str]]:
+        """Every job id in the due set, in batches (ZSCAN: never blocks Redis on a large set)."""
+        found: list[str] = []
+        for member, _ in self._redis.zscan_iter(self.due_key, match=JOB_PREFIX + "*", count=batch):
+            found.append(member[len(JOB_PREFIX):])
+            if len(found) >= batch:
+                yield found
+                found = []
+        if found:
+            yield found
+
+    def pipeline(self) -> Any:
+        return self._redis.pipeline(transaction=False)
 
     def score(self, member: str) -> int | None:
         raw = self._redis.zscore(self.due_key, member)

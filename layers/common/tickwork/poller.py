@@ -1,0 +1,158 @@
+"""One poller tick: claim what is due, record each slot once in Postgres, hand the new runs to executors.
+
+Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
+number of jobs in it. The Redis claim only decides who advances a job's score; the unique execution row
+decides who dispatches, so two pollers at once never run a slot twice.
+"""
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aws_lambda_powertools import Logger
+
+from tickwork import scheduling
+from tickwork.dueindex import Claim, DueEntry, DueIndex
+from tickwork.errors import ScheduleError
+from tickwork.models import Dispatch
+from tickwork.store import executions as executions_store
+from tickwork.store import jobs as jobs_store
+from tickwork.timeutil import from_ms, rfc3339, to_ms
+from tickwork.wiring import Services
+
+logger = Logger(child=True)
+
+# A tick stops after this many batches so one overloaded second cannot starve the next tick.
+MAX_BATCHES_PER_TICK = 100
+
+
+@dataclass
+class TickResult:
+    locked: bool
+    dispatched: int = 0
+    claimed: int = 0
+    batches: int = 0
+    redis_round_trips: int = 0
+    postgres_round_trips: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class BatchPlan:
+    """What to do with one fetched batch, decided without I/O.
+
+    Each claim pairs with what winning it means: a new slot to record (a job) or a dispatch (a retry
+    or manual run that already has its execution row).
+    """
+
+    claims: list[tuple[Claim, executions_store.Slot | Dispatch]] = field(default_factory=list)
+    missing_specs: list[str] = field(default_factory=list)
+
+
+def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
+    plan = BatchPlan()
+    for entry in entries:
+        if not entry.is_job:
+            execution_id, attempt = entry.execution()
+            plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score)))
+            continue
+        schedule = _schedule_or_none(entry)
+        if schedule is None:
+            plan.missing_specs.append(entry.job_id)
+            continue
+        nxt = scheduling.next_slot(schedule, entry.score, now_ms)
+        slot = executions_store.Slot(
+            entry.job_id, from_ms(entry.score), None if nxt is None else from_ms(nxt), int(entry.spec["v"]))
+        plan.claims.append((Claim(entry.member, entry.score, nxt), slot))
+    return plan
+
+
+def _schedule_or_none(entry: DueEntry) -> Any:
+    if not entry.spec:
+        return None
+    try:
+        return scheduling.schedule_of(entry.spec)
+    except (ScheduleError, KeyError, TypeError, ValueError):
+        return None
+
+
+class Poller:
+    def __init__(self, svc: Services) -> None:
+        self.svc = svc
+        self.index = DueIndex(svc.redis, svc.settings.namespace)
+
+    def tick(self, now_ms: int) -> TickResult:
+        token = uuid.uuid4().hex
+        if not self.index.acquire_tick_lock(token, self.svc.settings.tick_lock_ms):
+            return TickResult(locked=False, redis_round_trips=1)
+        result = TickResult(locked=True, redis_round_trips=1)
+        try:
+            self._drain(now_ms, result)
+        finally:
+            self.index.release_tick_lock(token)
+            result.redis_round_trips += 1
+        return result
+
+    def _drain(self, now_ms: int, result: TickResult) -> None:
+        horizon = now_ms + self.svc.settings.lookahead_ms
+        while result.batches < MAX_BATCHES_PER_TICK:
+            entries = self.index.fetch_due(horizon, self.svc.settings.batch_size)
+            result.redis_round_trips += 1
+            if not entries:
+                return
+            result.batches += 1
+            if not self._run_batch(entries, now_ms, result):
+                return  # everything left was claimed by someone else: nothing more for this tick
+
+    def _run_batch(self, entries: list[DueEntry], now_ms: int, result: TickResult) -> bool:
+        plan = plan_batch(entries, now_ms)
+        if plan.missing_specs:
+            self._repair_specs(plan.missing_specs)
+        won = self.index.claim([claim for claim, _ in plan.claims])
+        result.redis_round_trips += 1 if plan.claims else 0
+        result.claimed += sum(won)
+        targets = [target for (_, target), w in zip(plan.claims, won) if w]
+        dispatches = [t for t in targets if isinstance(t, Dispatch)]
+        slots = [t for t in targets if isinstance(t, executions_store.Slot)]
+        if slots:
+            with self.svc.db.connection() as conn:
+                recorded = executions_store.record_slots(conn, slots)
+            result.postgres_round_trips += 1
+            dispatches += [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded]
+        if dispatches:
+            self.svc.invoker.invoke(dispatches)
+            result.dispatched += len(dispatches)
+        return any(won) or bool(plan.missing_specs)
+
+    def _repair_specs(self, job_ids: list[str]) -> None:
+        """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""
+        with self.svc.db.connection() as conn:
+            jobs = {job.id: job for job in jobs_store.get_jobs(conn, job_ids)}
+        for job_id in job_ids:
+            job = jobs.get(job_id)
+            if job is None:
+                self.index.remove_job(job_id)
+                continue
+            try:
+                scheduling.index_job(self.index, job)
+            except ScheduleError:
+                logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": job_id})
+                self.index.remove_job(job_id)
+        logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
+
+
+def next_tick_at(now: float) -> str:
+    """The next whole second, for the Step Functions Wait state (a past timestamp just continues)."""
+    return rfc3339(datetime.fromtimestamp(math.floor(now) + 1, tz=timezone.utc)) or ""
+
+
+def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
+    result = Poller(svc).tick(int(clock() * 1000))
+    if result.dispatched:
+        logger.info("tick dispatched runs", extra=result.as_dict())
+    return {"next_tick_at": next_tick_at(clock()), **result.as_dict()}

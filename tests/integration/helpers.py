@@ -1,0 +1,56 @@
+"""Small builders for integration tests: real rows in the test schema, real keys in the test namespace."""
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from tickwork import scheduling
+from tickwork.dueindex import DueIndex
+from tickwork.store import jobs as jobs_store
+from tickwork.store.tenants import create_tenant
+from tickwork.wiring import Services
+
+
+def insert_job(
+    svc: Services, *, schedule: str, next_run_at: datetime, url: str = "http://127.0.0.1:9/hook",
+    tenant_id: str | None = None, status: str = "active", retry: dict[str, Any] | None = None,
+    method: str = "POST", body: str | None = '{"hello":1}', headers: dict[str, str] | None = None,
+    index: bool = True,
+) -> str:
+    """A job row written straight to Postgres (as the API would) and indexed in Redis."""
+    job_id = str(uuid.uuid4())
+    request = {"method": method, "url": url, "headers": headers or {}, "body": body, "timeout_seconds": 5}
+    with svc.db.connection() as conn:
+        tenant_id = tenant_id or create_tenant(conn, "t")
+        conn.execute(
+            "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, request, retry, status, next_run_at)"
+            " VALUES (%s, %s, %s, %s, 'UTC', %s, %s, %s, %s)",
+            (job_id, tenant_id, "job", schedule, json.dumps(request),
+             json.dumps(retry or {"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1}), status, next_run_at),
+        )
+        job = jobs_store.get_jobs(conn, [job_id])[0]
+    if index:
+        scheduling.index_job(due_index(svc), job)
+    return job_id
+
+
+def due_index(svc: Services) -> DueIndex:
+    return DueIndex(svc.redis, svc.settings.namespace)
+
+
+def executions(svc: Services, job_id: str) -> list[tuple[Any, ...]]:
+    with svc.db.connection() as conn:
+        return conn.execute(
+            "SELECT id::text, scheduled_for, status, attempt_count, trigger FROM executions"
+            " WHERE job_id = %s ORDER BY scheduled_for", (job_id,),
+        ).fetchall()
+
+
+def attempts(svc: Services, execution_id: str) -> list[tuple[Any, ...]]:
+    with svc.db.connection() as conn:
+        return conn.execute(
+            "SELECT number, started_at, duration_ms, status_code, error FROM attempts"
+            " WHERE execution_id = %s ORDER BY number", (execution_id,),
+        ).fetchall()

@@ -1,0 +1,59 @@
+"""The due index against real Redis: the Lua claim is a compare-and-set, the tick lock is token-checked."""
+from __future__ import annotations
+
+from tickwork.dueindex import Claim, DueIndex
+from tickwork.wiring import Services
+
+SPEC = {"v": 1, "s": {"canonical": "* * * * *"}}
+
+
+def test_fetch_returns_due_entries_earliest_first_with_specs(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    index.put_job("b", SPEC, 2_000)
+    index.put_job("a", SPEC, 1_000)
+    index.put_job("later", SPEC, 9_000)
+    index.schedule_execution("x", 2, 1_500)
+    entries = index.fetch_due(max_score=5_000, limit=10)
+    assert [(e.member, e.score) for e in entries] == [("j:a", 1_000), ("e:x:2", 1_500), ("j:b", 2_000)]
+    assert entries[0].spec == SPEC and entries[1].spec is None
+
+
+def test_claim_advances_only_entries_still_at_the_expected_score(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    index.put_job("a", SPEC, 1_000)
+    index.put_job("b", SPEC, 1_000)
+    won = index.claim([Claim("j:a", 1_000, 61_000), Claim("j:b", 999, 61_000)])
+    assert won == [True, False]
+    assert index.score("j:a") == 61_000 and index.score("j:b") == 1_000
+    # The job never left the set: a second claimer with the old score loses instead of re-adding it.
+    assert index.claim([Claim("j:a", 1_000, 61_000)]) == [False]
+
+
+def test_claim_with_no_next_slot_removes_job_and_spec(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    index.put_job("once", SPEC, 1_000)
+    assert index.claim([Claim("j:once", 1_000, None)]) == [True]
+    assert index.score("j:once") is None
+    assert services.redis.hget(index.specs_key, "once") is None
+
+
+def test_keys_share_one_hash_tag_for_cluster_mode(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    tag = "{" + services.settings.namespace + "}"
+    assert all(key.startswith(tag + ":") for key in (index.due_key, index.specs_key, index.tick_lock_key))
+
+
+def test_tick_lock_is_exclusive_and_only_its_holder_releases_it(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    assert index.acquire_tick_lock("mine", 5_000)
+    assert not index.acquire_tick_lock("theirs", 5_000)
+    assert not index.release_tick_lock("theirs")
+    assert index.release_tick_lock("mine")
+    assert index.acquire_tick_lock("theirs", 5_000)
+
+
+def test_put_job_with_keep_score_does_not_rewind_a_live_job(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    index.put_job("a", SPEC, 5_000)
+    index.put_job("a", SPEC, 1_000, keep_score=True)
+    assert index.score("j:a") == 5_000

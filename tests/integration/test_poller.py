@@ -1,0 +1,140 @@
+"""Poller ticks against real Postgres and Redis."""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from tests.integration.helpers import due_index, executions, insert_job
+from tickwork.poller import Poller, TickResult
+from tickwork.store import executions as executions_store
+from tickwork.timeutil import from_ms, to_ms
+from tickwork.wiring import Services, build_services
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def test_due_job_gets_one_execution_and_moves_to_its_next_slot(services: Services, invoker) -> None:
+    job_id = insert_job(services, schedule="*/2 * * * * *", next_run_at=T0)
+    result = Poller(services).tick(to_ms(T0) + 50)
+    rows = executions(services, job_id)
+    # Lookahead claims the slot at T0 and the one at T0+2s only if it falls in the window (it does not).
+    assert [(r[1], r[2]) for r in rows] == [(T0, "queued")]
+    assert [(d.execution_id, d.attempt, d.fire_at_ms) for d in invoker.dispatches] == [(rows[0][0], 1, to_ms(T0))]
+    assert due_index(services).score(f"j:{job_id}") == to_ms(T0) + 2000
+    assert result.dispatched == 1 and result.postgres_round_trips == 1
+
+
+def test_lookahead_claims_slots_due_before_the_next_tick(services: Services, invoker) -> None:
+    insert_job(services, schedule="*/2 * * * * *", next_run_at=T0 + timedelta(seconds=2))
+    Poller(services).tick(to_ms(T0) + 1500)
+    assert [d.fire_at_ms for d in invoker.dispatches] == [to_ms(T0) + 2000]
+
+
+def test_nothing_due_dispatches_nothing(services: Services, invoker) -> None:
+    insert_job(services, schedule="*/2 * * * * *", next_run_at=T0 + timedelta(minutes=5))
+    result = Poller(services).tick(to_ms(T0))
+    assert result.dispatched == 0 and invoker.dispatches == []
+    assert result.redis_round_trips == 3 and result.postgres_round_trips == 0
+
+
+def test_paused_job_left_in_the_index_is_not_run(services: Services, invoker) -> None:
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET status = 'paused' WHERE id = %s", (job_id,))
+    Poller(services).tick(to_ms(T0))
+    assert executions(services, job_id) == [] and invoker.dispatches == []
+
+
+def test_a_tick_costs_constant_round_trips_per_batch(services: Services, invoker) -> None:
+    for _ in range(120):
+        insert_job(services, schedule="* * * * *", next_run_at=T0)
+    small_batches = build_services(replace(services.settings, batch_size=50), invoker=invoker)
+    try:
+        result = Poller(small_batches).tick(to_ms(T0))
+    finally:
+        small_batches.close()
+    assert result.dispatched == 120 and result.batches == 3
+    # lock + (fetch + claim) per batch + a final empty fetch + unlock; one insert per batch.
+    assert result.redis_round_trips == 1 + 2 * 3 + 1 + 1
+    assert result.postgres_round_trips == 3
+
+
+def test_two_pollers_at_once_dispatch_each_slot_exactly_once(services: Services, invoker) -> None:
+    """Both pollers skip the tick lock and race on the same 1,000 due jobs: Redis CAS plus the
+    unique execution row must still give exactly one dispatch per (job, slot)."""
+    job_ids = [insert_job(services, schedule="* * * * *", next_run_at=T0) for _ in range(1000)]
+    pollers = [Poller(services), Poller(build_services(services.settings, invoker=invoker))]
+    barrier = threading.Barrier(2)
+
+    def run(poller: Poller) -> None:
+        barrier.wait()
+        poller._drain(to_ms(T0) + 10, TickResult(locked=True))
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in pollers]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    pollers[1].svc.close()
+    assert len(invoker.dispatches) == 1000
+    assert len({d.execution_id for d in invoker.dispatches}) == 1000
+    with services.db.connection() as conn:
+        count = conn.execute("SELECT count(*), count(DISTINCT job_id) FROM executions").fetchone()
+    assert count == (1000, 1000)
+    assert all(due_index(services).score(f"j:{j}") == to_ms(T0) + 60_000 for j in job_ids[:20])
+
+
+def test_postgres_alone_refuses_a_slot_recorded_twice(services: Services) -> None:
+    """Even if two callers both got past Redis, only the first insert of a slot returns a row."""
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    slot = executions_store.Slot(job_id, T0, T0 + timedelta(minutes=1), 1)
+    with services.db.connection() as conn:
+        first = executions_store.record_slots(conn, [slot])
+        second = executions_store.record_slots(conn, [slot])
+    assert len(first) == 1 and second == []
+
+
+def test_stale_schedule_version_is_not_recorded(services: Services) -> None:
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET version = 2 WHERE id = %s", (job_id,))
+        recorded = executions_store.record_slots(conn, [executions_store.Slot(job_id, T0, T0, 1)])
+    assert recorded == []
+
+
+def test_one_shot_entries_are_dispatched_once(services: Services, invoker) -> None:
+    index = due_index(services)
+    index.schedule_execution("11111111-1111-1111-1111-111111111111", 2, to_ms(T0))
+    Poller(services).tick(to_ms(T0))
+    Poller(services).tick(to_ms(T0) + 1000)
+    assert [(d.execution_id, d.attempt) for d in invoker.dispatches] == [("11111111-1111-1111-1111-111111111111", 2)]
+
+
+def test_missing_spec_is_restored_from_postgres(services: Services, invoker) -> None:
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    services.redis.hdel(due_index(services).specs_key, job_id)
+    Poller(services).tick(to_ms(T0))
+    assert len(executions(services, job_id)) == 1
+
+
+def test_index_entry_of_a_deleted_job_is_dropped(services: Services, invoker) -> None:
+    index = due_index(services)
+    index.schedule_execution("x", 1, 0)
+    services.redis.zadd(index.due_key, {"j:00000000-0000-0000-0000-00000000dead": to_ms(T0)})
+    Poller(services).tick(to_ms(T0))
+    assert index.score("j:00000000-0000-0000-0000-00000000dead") is None
+
+
+def test_after_an_outage_one_catch_up_run_then_the_next_future_slot(services: Services, invoker) -> None:
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    now = T0 + timedelta(hours=2, seconds=5)
+    Poller(services).tick(to_ms(now))
+    assert [r[1] for r in executions(services, job_id)] == [T0]
+    assert from_ms(due_index(services).score(f"j:{job_id}")) == T0 + timedelta(hours=2, minutes=1)
+
+
+def test_a_held_tick_lock_makes_the_second_poller_skip(services: Services, invoker) -> None:
+    insert_job(services, schedule="* * * * *", next_run_at=T0)
+    assert due_index(services).acquire_tick_lock("other", 5_000)
+    result = Poller(services).tick(to_ms(T0))
+    assert not result.locked and invoker.dispatches == []
+    assert services.redis.get(due_index(services).tick_lock_key) == "other"

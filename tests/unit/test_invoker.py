@@ -1,0 +1,55 @@
+"""Invokers: Lambda asynchronous invoke through boto3 (moto stands in for the AWS API), and the local pool."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zipfile
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from tickwork.invoker import LambdaInvoker, ThreadPoolInvoker
+from tickwork.models import Dispatch, dispatches_from_event
+
+
+def _function_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+@mock_aws(config={"lambda": {"use_docker": False}})
+def test_lambda_invoker_sends_one_async_event_per_dispatch() -> None:
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="executor", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    client = boto3.client("lambda", region_name="us-east-1")
+    client.create_function(FunctionName="tickwork-executor", Runtime="python3.13", Role=role,
+                           Handler="app.handler", Code={"ZipFile": _function_zip()}, Architectures=["arm64"])
+    calls: list[dict[str, Any]] = []
+    client.meta.events.register("before-call.lambda.Invoke", lambda params, **_: calls.append(params))
+
+    dispatches = [Dispatch("e1", 1, 1_000), Dispatch("e2", 3, 2_000)]
+    LambdaInvoker(client, "tickwork-executor").invoke(dispatches)
+
+    assert [call["headers"]["X-Amz-Invocation-Type"] for call in calls] == ["Event", "Event"]
+    sent = [dispatches_from_event(json.loads(call["body"])) for call in calls]
+    assert sent == [[dispatches[0]], [dispatches[1]]]
+
+
+def test_thread_pool_invoker_runs_the_handler_with_the_executor_event() -> None:
+    seen: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        seen.append(event)
+        if len(seen) == 2:
+            done.set()
+
+    pool = ThreadPoolInvoker(handler, max_workers=2)
+    pool.invoke([Dispatch("a", 1, 5), Dispatch("b", 2, 6)])
+    assert done.wait(5)
+    pool.shutdown()
+    assert sorted(d.execution_id for e in seen for d in dispatches_from_event(e)) == ["a", "b"]

@@ -1,0 +1,58 @@
+"""The poller's pure decisions: what each due entry turns into, and where a claimed job moves next."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from tickwork.dueindex import DueEntry
+from tickwork.models import Dispatch
+from tickwork.poller import next_tick_at, plan_batch
+from tickwork.schedule import parse_schedule
+from tickwork.scheduling import index_spec, next_slot
+from tickwork.store.executions import Slot
+from tickwork.timeutil import from_ms, to_ms
+
+T0 = to_ms(datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc))
+EVERY_2S = parse_schedule("*/2 * * * * *", "UTC")
+EVERY_MINUTE = parse_schedule("* * * * *", "UTC")
+
+
+def test_next_slot_is_the_following_slot_in_normal_operation() -> None:
+    assert next_slot(EVERY_2S, T0, now_ms=T0 + 30) == T0 + 2000
+
+
+def test_next_slot_jumps_to_the_future_after_an_outage() -> None:
+    two_hours_late = T0 + 2 * 3600 * 1000 + 500
+    assert next_slot(EVERY_MINUTE, T0, now_ms=two_hours_late) == T0 + 2 * 3600 * 1000 + 60_000
+
+
+def test_plan_turns_a_job_entry_into_a_claim_and_a_slot() -> None:
+    entry = DueEntry("j:job-1", T0, index_spec(EVERY_2S, 3))
+    plan = plan_batch([entry], now_ms=T0)
+    claim, slot = plan.claims[0]
+    assert (claim.member, claim.expected_score, claim.new_score) == ("j:job-1", T0, T0 + 2000)
+    assert slot == Slot("job-1", from_ms(T0), from_ms(T0 + 2000), 3)
+
+
+def test_plan_removes_one_shot_entries_and_dispatches_them() -> None:
+    plan = plan_batch([DueEntry("e:exec-9:2", T0, None)], now_ms=T0)
+    claim, target = plan.claims[0]
+    assert claim.new_score is None
+    assert target == Dispatch("exec-9", 2, T0)
+
+
+def test_plan_sets_aside_jobs_whose_spec_is_missing_or_corrupt() -> None:
+    plan = plan_batch([DueEntry("j:a", T0, None), DueEntry("j:b", T0, {"v": 1, "s": {"bogus": 1}})], now_ms=T0)
+    assert plan.claims == []
+    assert plan.missing_specs == ["a", "b"]
+
+
+def test_one_time_schedule_leaves_the_index_after_its_run() -> None:
+    once = parse_schedule("at(2026-11-30T12:00:00)", "UTC")
+    plan = plan_batch([DueEntry("j:once", T0, index_spec(once, 1))], now_ms=T0)
+    claim, slot = plan.claims[0]
+    assert claim.new_score is None and isinstance(slot, Slot) and slot.next_run_at is None
+
+
+def test_next_tick_is_the_next_whole_second() -> None:
+    assert next_tick_at(T0 / 1000 + 0.25) == "2026-11-30T12:00:01.000Z"
+    assert next_tick_at(T0 / 1000) == "2026-11-30T12:00:01.000Z"
