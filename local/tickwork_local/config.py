@@ -1,0 +1,57 @@
+"""The local runtime's only environment read: everything else receives a LocalConfig or a Settings."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from tickwork.errors import ConfigurationError
+from tickwork.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DATA_DIR = REPO_ROOT / ".tickwork"
+# Loopback only: the dev API key is printed on the console, and targets may be private.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 3000
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    data_dir: Path
+    port: int
+    dev_api_key: str | None
+    env: Mapping[str, str]  # the snapshot the settings and the server resolution are built from
+    host: str = DEFAULT_HOST
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LocalConfig:
+        env = dict(os.environ if env is None else env)
+        return cls(
+            data_dir=Path(env.get("TICKWORK_DATA_DIR") or DEFAULT_DATA_DIR),
+            port=_port(env.get("TICKWORK_PORT")),
+            dev_api_key=env.get("TICKWORK_DEV_API_KEY") or None,
+            env=env,
+        )
+
+    def settings(self, database_url: str, redis_url: str) -> Settings:
+        """The deployed settings, read the same way, except for the servers and the private-target guard."""
+        return Settings.from_env({
+            **self.env,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            # Local targets such as 127.0.0.1:9000 are the point of running locally.
+            "TICKWORK_ALLOW_PRIVATE_TARGETS": "true",
+        })
+
+
+def _port(raw: str | None) -> int:
+    if not raw:
+        return DEFAULT_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"TICKWORK_PORT must be a port number, got {raw!r}")
+    return port

@@ -1,0 +1,65 @@
+"""The executor Lambda as the thread pool runs it: failures logged, in-flight runs counted."""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from tickwork.invoker import ThreadPoolInvoker
+
+from tickwork_local.functions import LambdaFunction
+
+logger = logging.getLogger(__name__)
+
+# Enough parallel executors for a burst of local jobs, far fewer threads than Lambda's concurrency.
+MAX_WORKERS = 64
+
+
+class ExecutorRunner:
+    """The callable ThreadPoolInvoker runs: the pool drops exceptions unread, so they are logged here."""
+
+    def __init__(self, executor: LambdaFunction) -> None:
+        self._executor = executor
+        self._idle = threading.Condition()
+        self._running = 0
+
+    def __call__(self, event: dict[str, Any], _context: Any = None) -> Any:
+        with self._idle:
+            self._running += 1
+        try:
+            return self._run(event)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _run(self, event: dict[str, Any]) -> Any:
+        # The executor logs each attempt's outcome itself; an exception is what nobody else would see.
+        try:
+            return self._executor.invoke(event)
+        except Exception:
+            # Lambda would retry an async invoke; locally the sweeper is the only net.
+            runs = [f"{d.get('execution_id')}#{d.get('attempt')}" for d in event.get("dispatches", [])]
+            logger.exception("executor failed for %s", ", ".join(runs))
+            return None
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for running executors to finish; True when none is left."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout)
+
+
+class LocalInvoker(ThreadPoolInvoker):
+    """ThreadPoolInvoker plus a bounded shutdown: wait a little for in-flight runs, drop the queued ones."""
+
+    def __init__(self, executor: LambdaFunction, max_workers: int = MAX_WORKERS) -> None:
+        self.runner = ExecutorRunner(executor)
+        super().__init__(self.runner, max_workers)
+
+    def close(self, grace_seconds: float) -> bool:
+        """True when every executor finished within the grace period (and its thread has exited)."""
+        self.shutdown(wait=False)  # cancels dispatches not started: they stay `queued` for the sweeper
+        idle = self.runner.wait_idle(grace_seconds)
+        if idle:
+            self.shutdown(wait=True)  # nothing is running, so this only joins the idle worker threads
+        return idle

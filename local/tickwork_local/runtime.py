@@ -1,0 +1,99 @@
+"""Tickwork on one machine: the deployed handlers, with Lambda, Step Functions and API Gateway swapped out.
+
+Lambda invoke becomes a thread pool, the Step Functions loop a thread ticking every whole second, and
+API Gateway a local HTTP server producing the same events. Everything between those edges is the code
+that runs in AWS.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tickwork.db import migrate
+from tickwork.dueindex import DueIndex
+from tickwork.reconcile import rebuild_index
+from tickwork.settings import Settings
+from tickwork.store.tenants import ensure_bootstrap_key
+from tickwork.wiring import Services, build_services, configure
+
+from tickwork_local.config import DEFAULT_HOST, DEFAULT_PORT
+from tickwork_local.executors import LocalInvoker
+from tickwork_local.functions import FUNCTIONS_DIR, Functions
+from tickwork_local.server import ApiServer
+from tickwork_local.ticker import Ticker
+
+logger = logging.getLogger(__name__)
+
+# Executors are given this long to finish at shutdown; a run cut short stays `running` for the sweeper.
+SHUTDOWN_GRACE_SECONDS = 5.0
+# The API, the poller and up to MAX_WORKERS executors share the pool; waiting for a connection is cheap.
+DB_POOL_SIZE = 16
+
+
+class LocalRuntime:
+    def __init__(
+        self,
+        settings: Settings,
+        port: int = DEFAULT_PORT,
+        host: str = DEFAULT_HOST,
+        dev_api_key: str | None = None,
+        functions_dir: Path = FUNCTIONS_DIR,
+    ) -> None:
+        self.settings = settings
+        self._address = (host, port)
+        self._requested_key = dev_api_key
+        self._functions_dir = functions_dir
+        self.api_key = ""
+        self.tenant_id = ""
+        self._services: Services | None = None
+        self._invoker: LocalInvoker | None = None
+        self._server: ApiServer | None = None
+        self._ticker: Ticker | None = None
+
+    @property
+    def api_url(self) -> str:
+        assert self._server is not None, "start() first"
+        return self._server.url
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        functions = Functions.load(self._functions_dir)
+        self._invoker = LocalInvoker(functions.executor)
+        self._services = build_services(self.settings, invoker=self._invoker, db_pool_size=DB_POOL_SIZE)
+        configure(self._services)
+        self._prepare_data(self._services)
+        self._server = ApiServer(*self._address, functions.api)
+        self._ticker = Ticker(functions.poller)
+        self._server.start()
+        self._ticker.start()
+
+    def _prepare_data(self, svc: Services) -> None:
+        """Schema up to date, a key to call the API with, and a due index that agrees with Postgres."""
+        with svc.db.connection() as conn:
+            applied = migrate(conn)
+            self.tenant_id, self.api_key = ensure_bootstrap_key(conn, self._requested_key)
+            # Postgres is the truth: whatever Redis kept (or lost) since the last run is rebuilt from it.
+            rebuild_index(conn, DueIndex(svc.redis, self.settings.namespace), datetime.now(timezone.utc))
+        if applied:
+            logger.info("applied migrations: %s", ", ".join(applied))
+
+    def stop(self) -> None:
+        """Stop ticking, stop serving, give executors a short grace, then release every client."""
+        if self._ticker is not None:
+            self._ticker.stop(timeout=SHUTDOWN_GRACE_SECONDS)
+        if self._server is not None:
+            self._server.stop(timeout=SHUTDOWN_GRACE_SECONDS)
+        if self._invoker is not None and not self._invoker.close(SHUTDOWN_GRACE_SECONDS):
+            logger.warning("executors still running after %.0fs; they stay `running` for the sweeper",
+                           SHUTDOWN_GRACE_SECONDS)
+        if self._services is not None:
+            configure(None)
+            self._services.close()
+        self._ticker = self._server = self._invoker = self._services = None

@@ -1,0 +1,59 @@
+"""The Step Functions loop, locally: call the poller at every whole second of wall-clock time."""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Callable
+
+from tickwork_local.functions import LambdaFunction
+
+logger = logging.getLogger(__name__)
+
+EVENT_SOURCE = "tickwork-local"
+
+
+def next_boundary(now: float) -> float:
+    """The first whole second strictly after `now`: a tick that overran skips ahead, it never bunches up."""
+    return math.floor(now) + 1.0
+
+
+class Ticker:
+    def __init__(self, poller: LambdaFunction, clock: Callable[[], float] = time.time) -> None:
+        self._poller = poller
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tickwork-ticker", daemon=True)
+        self.ticks = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while self._sleep_until(next_boundary(self._clock())):
+            self.ticks += 1
+            self._tick(self.ticks)
+
+    def _sleep_until(self, deadline: float) -> bool:
+        """Wait for the wall clock to reach `deadline`; False when stopped first.
+
+        Loops because Event.wait runs on the monotonic clock and may wake a hair before the wall clock
+        reaches the second, which would make the next boundary the same second.
+        """
+        while (remaining := deadline - self._clock()) > 0:
+            if self._stop.wait(remaining):
+                return False
+        return not self._stop.is_set()
+
+    def _tick(self, number: int) -> None:
+        # The poller logs its own line when a tick dispatched something; only failures are the loop's.
+        try:
+            self._poller.invoke({"source": EVENT_SOURCE, "tick": number})
+        except Exception:  # the loop must outlive a failed tick, as the state machine's retry does
+            logger.exception("poller tick %d failed", number)
