@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test lint bench clean
+.PHONY: dev test test-embedded lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ dev: $(STAMP)
 ## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise).
 test: $(STAMP)
 	$(PY) -m pytest
+
+## The integration tests of the stores on embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset).
+test-embedded: $(STAMP)
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q tests/integration/test_dueindex.py tests/integration/test_poller.py
 
 lint: $(STAMP)
 	$(VENV)/bin/cfn-lint template.yaml

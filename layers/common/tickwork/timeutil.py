@@ -1,17 +1,21 @@
 """Conversions between aware datetimes, epoch milliseconds (the due-index score) and RFC 3339."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
 
 
 def to_ms(dt: datetime) -> int:
+    """Exact integer arithmetic (floor to the millisecond), matching date_trunc('milliseconds') in SQL."""
     if dt.tzinfo is None:
         raise ValueError("naive datetime: Tickwork only handles aware datetimes")
-    return int(dt.timestamp() * 1000 + (0.5 if dt.timestamp() >= 0 else -0.5))
+    return (dt - EPOCH) // _MS
 
 
 def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return EPOCH + timedelta(milliseconds=ms)
 
 
 def rfc3339(dt: datetime | None) -> str | None:

@@ -22,7 +22,7 @@ WITH batch AS (
            status = CASE WHEN b.next_run_at IS NULL THEN 'completed' ELSE j.status END
       FROM batch b
      WHERE j.id = b.job_id AND j.status = 'active' AND j.version = b.version
-       AND (j.next_run_at IS NULL OR j.next_run_at <= b.scheduled_for)
+       AND (j.next_run_at IS NULL OR date_trunc('milliseconds', j.next_run_at) <= b.scheduled_for)
  RETURNING j.id, j.tenant_id
 )
 INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status)

@@ -1,0 +1,12 @@
+"""Executor Lambda: runs the dispatches the poller handed over (asynchronous invoke)."""
+from __future__ import annotations
+
+from typing import Any
+
+from tickwork.executor import handle_event
+from tickwork.models import dispatches_from_event
+from tickwork.wiring import services
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return handle_event(services(), dispatches_from_event(event))
