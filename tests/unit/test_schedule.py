@@ -1,6 +1,7 @@
 """Cron schedules: parsing, validation, time zones and the exact DST rules of docs/schedules.md."""
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -61,39 +62,151 @@ def test_wall_time_is_read_in_the_job_zone() -> None:
 
 
 @pytest.mark.parametrize(
-    ("expression", "fragment"),
+    ("expression", "message"),
     [
-        ("* * * *", "got 4"),
-        ("* * * * * * * *", "got 8"),
-        ("61 * * * *", "61"),
-        ("*/0 * * * *", "0"),
-        ("* * * * FOO", "FOO"),
-        ("0 0 30 2 *", "never fires"),
-        ("", "empty"),
+        ("* * * *", "cron needs 5 fields (minute hour day-of-month month day-of-week) or 6 (second first), got 4"),
+        ("* * * * * * *", "cron needs 5 fields (minute hour day-of-month month day-of-week) or 6 (second first), got 7"),
+        ("61 * * * *", "minute field: 61 is out of range 0-59"),
+        ("60 * * * * *", "second field: 60 is out of range 0-59"),
+        ("* 24 * * *", "hour field: 24 is out of range 0-23"),
+        ("* * 0 * *", "day-of-month field: 0 is out of range 1-31"),
+        ("* * * 13 *", "month field: 13 is out of range 1-12"),
+        ("* * * * 8", "day-of-week field: 8 is out of range 0-7"),
+        ("*/0 * * * *", "minute field: step */0 must be at least 1"),
+        ("* 1-5/0 * * *", "hour field: step 1-5/0 must be at least 1"),
+        ("* * * * FOO", "day-of-week field: unknown name 'FOO'"),
+        ("* * * JANUARY *", "month field: unknown name 'JANUARY'"),
+        ("* * * * MON#6", "day-of-week field: MON#6: the week number after # must be 1-5"),
+        ("* * 5-1 * *", "day-of-month field: range 5-1 is reversed"),
+        ("1,,2 * * * *", "minute field: empty item in list '1,,2'"),
+        ("* ? * * *", "hour field: ? is only allowed alone, in day-of-month or day-of-week"),
+        ("0 0 30 2 *", "schedule never fires"),
+        ("0 0 31 4,6,9,11 *", "schedule never fires"),
+        ("   ", "schedule is empty"),
+        ("rate(0 minutes)", "rate() interval must be at least 1"),
+        ("rate(5 fortnights)", "rate() needs a whole number and a unit (seconds, minutes, hours or days), "
+                               "e.g. rate(30 seconds)"),
+        ("at(tomorrow)", "at() needs a local date and time, e.g. at(2026-12-24T18:00:00)"),
+        ("at(2026-12-24T18:00:00Z)", "at() takes a wall-clock time without an offset; the job's timezone applies"),
     ],
 )
-def test_invalid_cron_is_rejected_with_the_reason(expression: str, fragment: str) -> None:
+def test_invalid_schedule_is_rejected_saying_why(expression: str, message: str) -> None:
     with pytest.raises(ScheduleError) as info:
         parse_schedule(expression)
-    assert info.value.field == "schedule"
-    assert fragment.lower() in info.value.message.lower()
+    assert (info.value.field, info.value.message) == ("schedule", message)
 
 
 def test_unknown_zone_names_the_timezone_field() -> None:
+    for name in ("Mars/Base", "", "../../etc/passwd"):
+        with pytest.raises(ScheduleError) as info:
+            parse_schedule("* * * * *", name)
+        assert (info.value.field, info.value.message) == ("timezone", f"unknown time zone {name!r}")
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("*/10 * * * * *", "interval of 10s is below the minimum of 30s"),
+        ("0,15 * * * * *", "interval of 15s is below the minimum of 30s"),
+        ("59,0 * * * * *", "interval of 1s is below the minimum of 30s"),
+        ("rate(10 seconds)", "interval of 10s is below the minimum of 30s"),
+        ("every 20 seconds", "interval of 20s is below the minimum of 30s"),
+    ],
+)
+def test_interval_below_the_minimum_is_rejected(expression: str, message: str) -> None:
     with pytest.raises(ScheduleError) as info:
-        parse_schedule("* * * * *", "Mars/Base")
-    assert info.value.field == "timezone"
-    assert info.value.message == "unknown time zone 'Mars/Base'"
+        parse_schedule(expression, min_interval_seconds=30)
+    assert info.value.message == message
 
 
-def test_spec_round_trips_and_is_cached() -> None:
-    schedule = parse_schedule("0 30 9 * * MON-FRI", "Europe/London", start_at=utc(2026, 1, 1))
-    rebuilt = from_spec(schedule.spec())
+def test_intervals_at_the_minimum_are_accepted() -> None:
+    for expression in ("*/30 * * * * *", "0,30 * * * * *", "rate(30 seconds)", "* * * * *", "0 59 23 * * *"):
+        parse_schedule(expression, min_interval_seconds=30)
+    with pytest.raises(ScheduleError, match="interval of 60s is below the minimum of 120s"):
+        parse_schedule("* * * * *", min_interval_seconds=120)
+
+
+def test_at_in_the_past_is_rejected_and_now_is_used_for_nothing_else() -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule("at(2026-01-01T00:00:00)", now=utc(2026, 6, 1))
+    assert info.value.message == "at() time 2026-01-01T00:00:00 is in the past"
+    with pytest.raises(ScheduleError, match="in the past"):
+        parse_schedule("at(2026-06-01T02:00:00)", "Europe/Berlin", now=utc(2026, 6, 1, 0))
+    future = parse_schedule("at(2026-06-01T02:00:01)", "Europe/Berlin", now=utc(2026, 6, 1, 0))
+    assert future.next_after(utc(2026, 6, 1)) == utc(2026, 6, 1, 0, 0, 1)
+    assert parse_schedule("* * * * *", now=utc(2030, 1, 1)).next_after(utc(2026, 1, 1)) == utc(2026, 1, 1, 0, 1)
+
+
+def test_window_fields_are_checked() -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule("* * * * *", start_at=datetime(2026, 1, 1))
+    assert (info.value.field, info.value.message) == ("start_at", "start_at must include a UTC offset")
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule("* * * * *", start_at=utc(2026, 1, 2), end_at=utc(2026, 1, 1))
+    assert (info.value.field, info.value.message) == ("end_at", "end_at must be after start_at")
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule("0 0 1 1 *", start_at=utc(2026, 1, 2), end_at=utc(2026, 12, 31))
+    assert (info.value.field, info.value.message) == ("end_at", "schedule never fires between start_at and end_at")
+    with pytest.raises(ScheduleError, match="never fires between"):
+        parse_schedule("at(2026-12-24T18:00:00)", end_at=utc(2026, 12, 24, 18))
+
+
+def test_no_runs_outside_start_and_end() -> None:
+    schedule = parse_schedule("0 * * * *", start_at=utc(2026, 1, 1, 10, 30), end_at=utc(2026, 1, 1, 13))
+    assert schedule.preview(utc(2026, 1, 1), 10) == [utc(2026, 1, 1, 11), utc(2026, 1, 1, 12)]
+    assert schedule.next_after(utc(2026, 1, 1, 12)) is None
+    on_the_edge = parse_schedule("0 * * * *", start_at=utc(2026, 1, 1, 11), end_at=utc(2026, 1, 1, 12))
+    assert on_the_edge.preview(utc(2026, 1, 1), 10) == [utc(2026, 1, 1, 11)]
+
+
+def test_at_runs_once_then_is_done() -> None:
+    schedule = parse_schedule("at(2026-12-24T18:00:00)", "Europe/London")
+    assert schedule.preview(utc(2026, 1, 1), 3) == [utc(2026, 12, 24, 18)]
+    assert schedule.next_after(utc(2026, 12, 24, 18)) is None
+
+
+def test_rate_is_anchored_and_never_drifts() -> None:
+    anchor = utc(2026, 1, 1, 0, 0, 7)
+    schedule = parse_schedule("rate(30 seconds)", anchor=anchor)
+    assert schedule.next_after(utc(2026, 1, 1, 0, 0, 7)) == utc(2026, 1, 1, 0, 0, 37)
+    # However late the previous run finished, the next one stays on the anchor's grid.
+    assert schedule.next_after(utc(2026, 1, 1, 5, 0, 36, 999000)) == utc(2026, 1, 1, 5, 0, 37)
+    assert schedule.next_after(utc(2025, 12, 31, 23, 59, 59)) == utc(2026, 1, 1, 0, 0, 7)
+
+
+def test_rate_anchor_defaults_to_start_at_then_to_the_epoch() -> None:
+    start = utc(2026, 1, 1, 0, 0, 7)
+    assert parse_schedule("rate(1 minute)", start_at=start).preview(utc(2025, 1, 1), 2) == [
+        start, utc(2026, 1, 1, 0, 1, 7)
+    ]
+    assert parse_schedule("rate(1 minute)").next_after(utc(2026, 1, 1, 0, 0, 7)) == utc(2026, 1, 1, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["30 9 * * mon-fri", "every 5 minutes", "rate(90 seconds)", "at(2026-12-24T18:00)", "every day at 9am", "@hourly"],
+)
+def test_spec_round_trips_through_json_and_is_cached(expression: str) -> None:
+    schedule = parse_schedule(
+        expression, "Europe/London", anchor=utc(2026, 1, 1, 0, 0, 3), start_at=utc(2026, 1, 1), end_at=utc(2027, 1, 1)
+    )
+    spec = json.loads(json.dumps(schedule.spec()))
+    rebuilt = from_spec(spec)
     assert isinstance(rebuilt, Schedule)
-    assert rebuilt.canonical == schedule.canonical
-    assert rebuilt.timezone == "Europe/London"
+    assert (rebuilt.expression, rebuilt.canonical, rebuilt.timezone) == (expression, schedule.canonical, "Europe/London")
     assert rebuilt.spec() == schedule.spec()
-    assert from_spec(schedule.spec()) is rebuilt
+    assert rebuilt.preview(utc(2026, 3, 1), 3) == schedule.preview(utc(2026, 3, 1), 3)
+    assert from_spec(dict(spec)) is rebuilt
+
+
+def test_spec_keeps_the_anchor_only_for_rates() -> None:
+    assert parse_schedule("rate(1 hour)", anchor=utc(2026, 1, 1)).spec()["anchor_ms"] == 1767225600000
+    assert parse_schedule("0 * * * *", anchor=utc(2026, 1, 1)).spec()["anchor_ms"] is None
+
+
+def test_from_spec_without_a_canonical_expression_is_a_schedule_error() -> None:
+    with pytest.raises(ScheduleError):
+        from_spec({"timezone": "UTC"})
 
 
 # --- DST: America/New_York springs forward 2026-03-08 02:00 -> 03:00, falls back 2026-11-01 02:00 -> 01:00.
