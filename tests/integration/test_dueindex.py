@@ -13,7 +13,8 @@ def test_fetch_returns_due_entries_earliest_first_with_specs(services: Services)
     index.put_job("a", SPEC, 1_000)
     index.put_job("later", SPEC, 9_000)
     index.schedule_execution("x", 2, 1_500)
-    entries = index.fetch_due(max_score=5_000, limit=10)
+    intact, entries = index.fetch_due(max_score=5_000, limit=10)
+    assert not intact  # nothing rebuilt this namespace yet
     assert [(e.member, e.score) for e in entries] == [("j:a", 1_000), ("e:x:2", 1_500), ("j:b", 2_000)]
     assert entries[0].spec == SPEC and entries[1].spec is None
 
@@ -57,3 +58,11 @@ def test_put_job_with_keep_score_does_not_rewind_a_live_job(services: Services) 
     index.put_job("a", SPEC, 5_000)
     index.put_job("a", SPEC, 1_000, keep_score=True)
     assert index.score("j:a") == 5_000
+
+
+def test_fetch_reports_the_index_intact_once_marked_built(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    index.mark_built(1)
+    assert index.fetch_due(max_score=0, limit=1) == (True, [])
+    services.redis.delete(index.marker_key)
+    assert index.fetch_due(max_score=0, limit=1) == (False, [])

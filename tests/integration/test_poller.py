@@ -33,6 +33,7 @@ def test_lookahead_claims_slots_due_before_the_next_tick(services: Services, inv
 
 def test_nothing_due_dispatches_nothing(services: Services, invoker) -> None:
     insert_job(services, schedule="*/2 * * * * *", next_run_at=T0 + timedelta(minutes=5))
+    due_index(services).mark_built(to_ms(T0))
     result = Poller(services).tick(to_ms(T0))
     assert result.dispatched == 0 and invoker.dispatches == []
     assert result.redis_round_trips == 3 and result.postgres_round_trips == 0
@@ -49,6 +50,7 @@ def test_paused_job_left_in_the_index_is_not_run(services: Services, invoker) ->
 def test_a_tick_costs_constant_round_trips_per_batch(services: Services, invoker) -> None:
     for _ in range(120):
         insert_job(services, schedule="* * * * *", next_run_at=T0)
+    due_index(services).mark_built(to_ms(T0))
     small_batches = build_services(replace(services.settings, batch_size=50), invoker=invoker)
     try:
         result = Poller(small_batches).tick(to_ms(T0))
@@ -138,3 +140,17 @@ def test_a_held_tick_lock_makes_the_second_poller_skip(services: Services, invok
     result = Poller(services).tick(to_ms(T0))
     assert not result.locked and invoker.dispatches == []
     assert services.redis.get(due_index(services).tick_lock_key) == "other"
+
+
+def test_a_flushed_index_is_rebuilt_from_postgres_at_the_next_tick(services: Services, invoker) -> None:
+    """Break: Redis loses every key (FLUSHALL, failover to an empty replica). Must hold: the next tick
+    rebuilds the index from Postgres and the due job runs once; the following tick runs nothing more."""
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    Poller(services).tick(to_ms(T0) - 5_000)  # builds the marker; nothing due yet
+    for key in services.redis.scan_iter(match="{" + services.settings.namespace + "}:*"):
+        services.redis.delete(key)
+    result = Poller(services).tick(to_ms(T0))
+    assert result.rebuilt and result.dispatched == 1
+    assert Poller(services).tick(to_ms(T0) + 100).dispatched == 0
+    assert [r[1] for r in executions(services, job_id)] == [T0]
+    assert due_index(services).score(f"j:{job_id}") == to_ms(T0) + 60_000

@@ -19,9 +19,11 @@ from typing import Any, Iterator, Sequence
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
 
+# The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
+# empty replica) the index must be rebuilt from Postgres before anything is claimed.
 _FETCH_DUE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
-local out = {}
+local out = {redis.call('EXISTS', KEYS[3])}
 for i = 1, #items, 2 do
   local member = items[i]
   local spec = false
@@ -102,18 +104,23 @@ class DueIndex:
         self.due_key = f"{tag}:due"
         self.specs_key = f"{tag}:specs"
         self.tick_lock_key = f"{tag}:tick-lock"
+        self.marker_key = f"{tag}:index-built"
         self._fetch = redis.register_script(_FETCH_DUE)
         self._claim = redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE_LOCK)
 
-    def fetch_due(self, max_score: int, limit: int) -> list[DueEntry]:
-        """Up to `limit` entries scored at or before `max_score`, earliest first, with job specs."""
-        flat = self._fetch(keys=[self.due_key, self.specs_key], args=[max_score, limit])
+    def fetch_due(self, max_score: int, limit: int) -> tuple[bool, list[DueEntry]]:
+        """Whether the index is intact, and up to `limit` entries due by `max_score`, earliest first."""
+        flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key], args=[max_score, limit])
         entries = []
-        for i in range(0, len(flat), 3):
+        for i in range(1, len(flat), 3):
             spec = json.loads(flat[i + 2]) if flat[i + 2] else None
             entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
-        return entries
+        return bool(flat[0]), entries
+
+    def mark_built(self, built_at_ms: int) -> None:
+        """Record that the index was rebuilt from Postgres: its absence later means Redis lost data."""
+        self._redis.set(self.marker_key, built_at_ms)
 
     def claim(self, claims: Sequence[Claim]) -> list[bool]:
         """Atomically advance or remove each member still at its expected score; True where this caller won."""

@@ -18,6 +18,7 @@ from tickwork import scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex
 from tickwork.errors import ScheduleError
 from tickwork.models import Dispatch
+from tickwork.reconcile import rebuild_index
 from tickwork.store import executions as executions_store
 from tickwork.store import jobs as jobs_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
@@ -37,6 +38,7 @@ class TickResult:
     batches: int = 0
     redis_round_trips: int = 0
     postgres_round_trips: int = 0
+    rebuilt: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -101,8 +103,11 @@ class Poller:
     def _drain(self, now_ms: int, result: TickResult) -> None:
         horizon = now_ms + self.svc.settings.lookahead_ms
         while result.batches < MAX_BATCHES_PER_TICK:
-            entries = self.index.fetch_due(horizon, self.svc.settings.batch_size)
+            intact, entries = self.index.fetch_due(horizon, self.svc.settings.batch_size)
             result.redis_round_trips += 1
+            if not intact and not result.rebuilt:
+                self._rebuild(now_ms, result)
+                continue
             if not entries:
                 return
             result.batches += 1
@@ -128,6 +133,13 @@ class Poller:
             self.svc.invoker.invoke(dispatches)
             result.dispatched += len(dispatches)
         return any(won) or bool(plan.missing_specs)
+
+    def _rebuild(self, now_ms: int, result: TickResult) -> None:
+        """Redis lost the index (or never had one): rebuild it from Postgres before claiming anything."""
+        with self.svc.db.connection() as conn:
+            report = rebuild_index(conn, self.index, from_ms(now_ms))
+        result.rebuilt = True
+        logger.warning("due index marker missing: rebuilt from Postgres", extra=report.__dict__)
 
     def _repair_specs(self, job_ids: list[str]) -> None:
         """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""

@@ -40,6 +40,7 @@ def rebuild_index(conn: Any, index: DueIndex, now: datetime) -> RebuildResult:
         for dead in set(job_ids) - active:
             index.remove_job(dead)
             result.removed += 1
+    index.mark_built(to_ms(now))
     logger.info("due index rebuilt", extra=result.__dict__)
     return result
 
