@@ -1,6 +1,7 @@
 """`make dev`: run Tickwork locally until Ctrl-C (SIGINT) or SIGTERM."""
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import sys
@@ -42,7 +43,8 @@ def banner(api_url: str, api_key: str, key_source: str, data_dir: Path) -> str:
 
 def _stop_on_signals(stop: threading.Event) -> None:
     def handle(signum: int, _frame: FrameType | None) -> None:
-        logger.info("%s received, shutting down", signal.Signals(signum).name)
+        logger.info("%s received, shutting down (Ctrl-C again to force)", signal.Signals(signum).name)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         stop.set()
 
     signal.signal(signal.SIGINT, handle)
@@ -62,16 +64,26 @@ def run(config: LocalConfig) -> int:
     try:
         runtime = LocalRuntime(config.settings(servers.database_url, servers.redis_url), config.port, config.host,
                                config.dev_api_key or devkey.read_key(config.data_dir))
-        runtime.start()
-        try:
-            if not config.dev_api_key:
-                devkey.save_key(config.data_dir, runtime.api_key)
-            print(banner(runtime.api_url, runtime.api_key, _key_source(config), config.data_dir), flush=True)
-            stop.wait()
-        finally:
-            runtime.stop()
+        return _serve(runtime, config, stop)
     finally:
         servers.close()
+
+
+def _serve(runtime: LocalRuntime, config: LocalConfig, stop: threading.Event) -> int:
+    try:
+        runtime.start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        logger.error("port %d is in use: stop what holds it or set TICKWORK_PORT", config.port)
+        return 1
+    try:
+        if not config.dev_api_key:
+            devkey.save_key(config.data_dir, runtime.api_key)
+        print(banner(runtime.api_url, runtime.api_key, _key_source(config), config.data_dir), flush=True)
+        stop.wait()
+    finally:
+        runtime.stop()
     logger.info("stopped")
     return 0
 

@@ -26,3 +26,5 @@ def configure_console(level: int = logging.INFO) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ConsoleFormatter(_FORMAT))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    # pgserver narrates initdb and pg_ctl at INFO; its warnings and errors are still shown.
+    logging.getLogger("pgserver").setLevel(logging.WARNING)

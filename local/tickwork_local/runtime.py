@@ -78,11 +78,11 @@ class LocalRuntime:
         """Schema up to date, a key to call the API with, and a due index that agrees with Postgres."""
         with svc.db.connection() as conn:
             applied = migrate(conn)
+            if applied:
+                logger.info("applied migrations: %s", ", ".join(applied))
             self.tenant_id, self.api_key = ensure_bootstrap_key(conn, self._requested_key)
             # Postgres is the truth: whatever Redis kept (or lost) since the last run is rebuilt from it.
             rebuild_index(conn, DueIndex(svc.redis, self.settings.namespace), datetime.now(timezone.utc))
-        if applied:
-            logger.info("applied migrations: %s", ", ".join(applied))
 
     def stop(self) -> None:
         """Stop ticking, stop serving, give executors a short grace, then release every client."""

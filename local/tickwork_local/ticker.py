@@ -25,7 +25,6 @@ class Ticker:
         self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tickwork-ticker", daemon=True)
-        self.ticks = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -36,9 +35,10 @@ class Ticker:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        tick = 0
         while self._sleep_until(next_boundary(self._clock())):
-            self.ticks += 1
-            self._tick(self.ticks)
+            tick += 1
+            self._tick(tick)
 
     def _sleep_until(self, deadline: float) -> bool:
         """Wait for the wall clock to reach `deadline`; False when stopped first.

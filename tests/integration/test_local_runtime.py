@@ -1,0 +1,207 @@
+"""The local runtime end to end: real HTTP in, real HTTP out, real PostgreSQL and Redis, the wall clock.
+
+These tests wait on whole seconds, so they are marked slow.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tickwork.settings import Settings
+from tickwork_local.runtime import LocalRuntime
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-api", "executor")
+STARTUP_TIMEOUT_SECONDS = 30
+
+
+class Target:
+    """A local HTTP endpoint that records when each request arrived and which slot it was for."""
+
+    def __init__(self) -> None:
+        self.arrivals: list[tuple[float, str]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                recorder.arrivals.append((time.time(), self.headers.get("Tickwork-Scheduled-For", "")))
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    server = Target()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def runtime(settings: Settings) -> Iterator[LocalRuntime]:
+    local = LocalRuntime(settings, port=0)
+    local.start()
+    yield local
+    local.stop()
+
+
+def call(runtime: LocalRuntime, method: str, path: str, body: Any = None, key: str | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        runtime.api_url + path, method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key or runtime.api_key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def runtime_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(RUNTIME_THREAD_PREFIXES)]
+
+
+def test_a_job_fires_on_its_even_seconds_and_lists_its_executions(runtime: LocalRuntime, target: Target) -> None:
+    status, job = call(runtime, "POST", "/jobs", {
+        "name": "every-two-seconds",
+        "schedule": "*/2 * * * * *",
+        "request": {"method": "POST", "url": target.url, "body": '{"hello": 1}'},
+    })
+    assert status == 201, job
+
+    deadline = time.time() + 7
+    while len(target.arrivals) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+
+    assert len(target.arrivals) >= 3, target.arrivals
+    for arrival, _ in target.arrivals:
+        even_second = math.floor(arrival) - math.floor(arrival) % 2
+        assert arrival - even_second < 1.0, f"arrived {arrival - even_second:.3f}s after its slot"
+    slots = [slot for _, slot in target.arrivals]
+    assert len(set(slots)) == len(slots), "a slot was delivered twice"
+
+    executions = wait_for_finished_executions(runtime, job["id"], slots)
+    assert {e["scheduled_for"] for e in executions} == set(slots)
+    for execution in executions:
+        assert (execution["status"], execution["attempt_count"]) == ("succeeded", 1)
+        status, detail = call(runtime, "GET", f"/executions/{execution['id']}")
+        assert status == 200, detail
+        assert [(a["number"], a["status_code"]) for a in detail["attempts"]] == [(1, 200)]
+
+
+def wait_for_finished_executions(runtime: LocalRuntime, job_id: str, slots: list[str]) -> list[dict[str, Any]]:
+    """The executions of `slots`, once finished: the executor records an attempt just after the target answered."""
+    deadline = time.time() + 3
+    while True:
+        status, page = call(runtime, "GET", f"/jobs/{job_id}/executions")
+        assert status == 200, page
+        finished = [e for e in page["items"] if e["scheduled_for"] in slots and e["finished_at"]]
+        if len(finished) == len(slots) or time.time() > deadline:
+            return finished
+
+
+def test_stop_ends_every_runtime_thread(settings: Settings) -> None:
+    local = LocalRuntime(settings, port=0)
+    local.start()
+    assert {"tickwork-ticker", "tickwork-api"} <= set(runtime_threads())
+
+    local.stop()
+
+    assert runtime_threads() == []
+
+
+def test_requests_without_the_key_are_refused(runtime: LocalRuntime) -> None:
+    status, _ = call(runtime, "GET", "/jobs", key="tw_not-a-key")
+
+    assert status == 401
+
+
+def start_process(settings: Settings, data_dir: Path, port: int) -> tuple[subprocess.Popen[str], str, str]:
+    """`python -m tickwork_local` in the test's schema and key namespace; returns it with its URL and key."""
+    env = {k: v for k, v in os.environ.items() if k != "TICKWORK_DEV_API_KEY"}
+    env.update(DATABASE_URL=settings.database_url, REDIS_URL=settings.redis_url,
+               TICKWORK_NAMESPACE=settings.namespace, TICKWORK_DATA_DIR=str(data_dir), TICKWORK_PORT=str(port))
+    process = subprocess.Popen([sys.executable, "-m", "tickwork_local"], cwd=ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdout is not None
+    watchdog = threading.Timer(STARTUP_TIMEOUT_SECONDS, process.kill)  # a hung start ends the read loop
+    watchdog.start()
+    url = key = ""
+    try:
+        for line in process.stdout:
+            url = url or _match(r"\s+API\s+(http://\S+)", line)
+            key = key or _match(r"\s+API key\s+(\S+)", line)
+            if url and key:
+                return process, url, key
+    finally:
+        watchdog.cancel()
+    process.wait(5)
+    pytest.fail(f"tickwork_local exited ({process.returncode}) before printing the API URL and key")
+
+
+def _match(pattern: str, line: str) -> str:
+    found = re.match(pattern, line)
+    return found.group(1) if found else ""
+
+
+def stop_process(process: subprocess.Popen[str], signum: int) -> int:
+    process.send_signal(signum)
+    try:
+        return process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_command_serves_keeps_its_key_and_exits_cleanly(settings: Settings, tmp_path: Path) -> None:
+    port = free_port()
+    process, url, key = start_process(settings, tmp_path, port)
+    request = urllib.request.Request(f"{url}/jobs", headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+    assert stop_process(process, signal.SIGINT) == 0
+
+    key_file = tmp_path / "dev-api-key"
+    assert key_file.read_text().strip() == key
+    assert key_file.stat().st_mode & 0o777 == 0o600
+
+    process, _, key_again = start_process(settings, tmp_path, port)
+    assert stop_process(process, signal.SIGTERM) == 0
+    assert key_again == key
