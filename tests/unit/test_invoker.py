@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tickwork.invoker import LambdaInvoker, ThreadPoolInvoker
+from tickwork.invoker import LambdaInvoker, ThreadPoolInvoker, group_dispatches
 from tickwork.models import Dispatch, dispatches_from_event
 
 
@@ -53,3 +53,22 @@ def test_thread_pool_invoker_runs_the_handler_with_the_executor_event() -> None:
     assert done.wait(5)
     pool.shutdown()
     assert sorted(d.execution_id for e in seen for d in dispatches_from_event(e)) == ["a", "b"]
+
+
+def _dispatches(n: int) -> list[Dispatch]:
+    return [Dispatch(f"e{i}", 1, i) for i in range(n)]
+
+
+def test_normal_load_gets_one_invocation_per_run() -> None:
+    assert [len(g) for g in group_dispatches(_dispatches(20))] == [1] * 20
+
+
+def test_a_burst_is_grouped_into_few_invocations_keeping_every_run_once() -> None:
+    groups = group_dispatches(_dispatches(500))
+    assert len(groups) == 10 and all(len(g) == 50 for g in groups)
+    assert [d for g in groups for d in g] == _dispatches(500)
+
+
+def test_ten_thousand_due_jobs_need_a_few_hundred_executors() -> None:
+    batches = [_dispatches(500) for _ in range(20)]  # the poller hands over one batch at a time
+    assert sum(len(group_dispatches(b)) for b in batches) == 200

@@ -25,7 +25,7 @@ logger = Logger(child=True)
 # The poller claims runs up to its lookahead early; anything further out is a clock problem, not a wait.
 MAX_EARLY_WAIT_SECONDS = 5.0
 # Runs grouped in one invocation (a burst) are sent concurrently, within this many threads.
-MAX_PARALLEL_SENDS = 32
+MAX_PARALLEL_SENDS = 50
 
 
 @functools.lru_cache(maxsize=1)
