@@ -65,11 +65,12 @@ class LocalRuntime:
 
     def _start(self) -> None:
         functions = Functions.load(self._functions_dir)
+        # Bind first: a port in use fails the start before anything is written.
+        self._server = ApiServer(*self._address, functions.api)
         self._invoker = LocalInvoker(functions.executor)
         self._services = build_services(self.settings, invoker=self._invoker, db_pool_size=DB_POOL_SIZE)
         configure(self._services)
         self._prepare_data(self._services)
-        self._server = ApiServer(*self._address, functions.api)
         self._ticker = Ticker(functions.poller)
         self._server.start()
         self._ticker.start()
