@@ -1,15 +1,18 @@
 """SQL over the jobs table."""
 from __future__ import annotations
 
+from dataclasses import asdict
+from datetime import datetime
 from typing import Any, Iterator
 
 from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
 
 from tickwork.models import JobRow
 
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
-    " next_run_at, version, created_at, updated_at"
+    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds"
 )
 
 
@@ -34,3 +37,62 @@ def iter_active_jobs(conn: Any, batch: int = 1000) -> Iterator[list[JobRow]]:
             return
         yield rows
         last = rows[-1].id
+
+
+# ---------------------------------------------------------------- tenant-scoped CRUD for the API
+# Every query below names the tenant: a job of another tenant is indistinguishable from a missing one.
+
+_LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
+
+
+def insert_job(conn: Any, job: JobRow) -> None:
+    conn.execute(
+        "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
+        " next_run_at, version, created_at, updated_at)"
+        " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
+        " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s)",
+        _params(job),
+    )
+
+
+def get_job(conn: Any, tenant_id: str, job_id: str, *, lock: bool = False) -> JobRow | None:
+    """The tenant's job unless deleted; `lock` holds its row until the caller's transaction ends."""
+    sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s AND {_LIVE}" + (" FOR UPDATE" if lock else "")
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(sql, {"id": job_id, "tenant_id": tenant_id}).fetchone()
+
+
+def list_jobs(conn: Any, tenant_id: str, limit: int, before: tuple[datetime, str] | None) -> list[JobRow]:
+    """Newest first; `before` is the (created_at, id) of the last job already seen (keyset pagination)."""
+    where = _LIVE + (" AND (created_at, id) < (%(created_at)s, %(id)s::uuid)" if before else "")
+    params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
+    if before:
+        params.update(created_at=before[0], id=before[1])
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s", params
+        ).fetchall()
+
+
+def update_job(conn: Any, job: JobRow) -> bool:
+    """Write every mutable column of `job`; False if it no longer exists for its tenant."""
+    return conn.execute(
+        "UPDATE jobs SET name = %(name)s, schedule = %(schedule)s, timezone = %(timezone)s, start_at = %(start_at)s,"
+        " end_at = %(end_at)s, request = %(request)s, retry = %(retry)s, status = %(status)s,"
+        " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s"
+        f" WHERE id = %(id)s AND {_LIVE}",
+        _params(job),
+    ).rowcount == 1
+
+
+def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> bool:
+    """Soft delete: the row stays for its executions' sake; False if there was nothing to delete."""
+    return conn.execute(
+        "UPDATE jobs SET status = 'deleted', deleted_at = %(at)s, updated_at = %(at)s, next_run_at = NULL"
+        f" WHERE id = %(id)s AND {_LIVE}",
+        {"id": job_id, "tenant_id": tenant_id, "at": at},
+    ).rowcount == 1
+
+
+def _params(job: JobRow) -> dict[str, Any]:
+    return {**asdict(job), "request": Jsonb(job.request), "retry": Jsonb(job.retry)}
