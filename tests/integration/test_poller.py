@@ -6,7 +6,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from tests.integration.helpers import due_index, executions, insert_job
+from tickwork import scheduling
 from tickwork.poller import Poller, TickResult
+from tickwork.store import jobs as jobs_store
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, to_ms
 from tickwork.wiring import Services, build_services
@@ -88,10 +90,10 @@ def test_two_pollers_at_once_dispatch_each_slot_exactly_once(services: Services,
 def test_postgres_alone_refuses_a_slot_recorded_twice(services: Services) -> None:
     """Even if two callers both got past Redis, only the first insert of a slot returns a row."""
     job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
-    slot = executions_store.Slot(job_id, T0, T0 + timedelta(minutes=1), 1)
+    slot = executions_store.Slot(job_id, T0, T0 + timedelta(minutes=1), 1, T0)
     with services.db.connection() as conn:
-        first = executions_store.record_slots(conn, [slot])
-        second = executions_store.record_slots(conn, [slot])
+        first = executions_store.record_claims(conn, [slot])
+        second = executions_store.record_claims(conn, [slot])
     assert len(first) == 1 and second == []
 
 
@@ -99,7 +101,7 @@ def test_stale_schedule_version_is_not_recorded(services: Services) -> None:
     job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
     with services.db.connection() as conn:
         conn.execute("UPDATE jobs SET version = 2 WHERE id = %s", (job_id,))
-        recorded = executions_store.record_slots(conn, [executions_store.Slot(job_id, T0, T0, 1)])
+        recorded = executions_store.record_claims(conn, [executions_store.Slot(job_id, T0, T0, 1, T0)])
     assert recorded == []
 
 
@@ -126,12 +128,32 @@ def test_index_entry_of_a_deleted_job_is_dropped(services: Services, invoker) ->
     assert index.score("j:00000000-0000-0000-0000-00000000dead") is None
 
 
-def test_after_an_outage_one_catch_up_run_then_the_next_future_slot(services: Services, invoker) -> None:
+def test_poller_stopped_two_hours_respects_the_catch_up_window(services: Services, invoker) -> None:
+    """Break: the poller does not tick for 2 hours (per-minute job, 5-minute catch-up window).
+    Must hold: one catch-up run (the latest slot in the window), every skipped slot accounted for in
+    one `missed` row, the next future slot scheduled, and no burst of stale runs."""
     job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
     now = T0 + timedelta(hours=2, seconds=5)
     Poller(services).tick(to_ms(now))
-    assert [r[1] for r in executions(services, job_id)] == [T0]
+    Poller(services).tick(to_ms(now) + 1000)
+    rows = executions(services, job_id)
+    assert [(r[1], r[2]) for r in rows] == [(T0, "missed"), (T0 + timedelta(hours=2), "queued")]
+    with services.db.connection() as conn:
+        assert conn.execute("SELECT missed_count FROM executions WHERE status = 'missed'").fetchone() == (120,)
+    assert len(invoker.dispatches) == 1
     assert from_ms(due_index(services).score(f"j:{job_id}")) == T0 + timedelta(hours=2, minutes=1)
+
+
+def test_a_slot_older_than_a_zero_window_is_missed_not_fired(services: Services, invoker) -> None:
+    job_id = insert_job(services, schedule="0 * * * *", next_run_at=T0)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET catchup_window_seconds = 0 WHERE id = %s", (job_id,))
+        job = jobs_store.get_jobs(conn, [job_id])[0]
+    scheduling.index_job(due_index(services), job)
+    Poller(services).tick(to_ms(T0 + timedelta(minutes=10)))
+    assert [(r[1], r[2]) for r in executions(services, job_id)] == [(T0, "missed")]
+    assert invoker.dispatches == []
+    assert from_ms(due_index(services).score(f"j:{job_id}")) == T0 + timedelta(hours=1)
 
 
 def test_a_held_tick_lock_makes_the_second_poller_skip(services: Services, invoker) -> None:

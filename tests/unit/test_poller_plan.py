@@ -7,7 +7,7 @@ from tickwork.dueindex import DueEntry
 from tickwork.models import Dispatch
 from tickwork.poller import next_tick_at, plan_batch
 from tickwork.schedule import parse_schedule
-from tickwork.scheduling import index_spec, next_slot
+from tickwork.scheduling import index_spec
 from tickwork.store.executions import Slot
 from tickwork.timeutil import from_ms, to_ms
 
@@ -16,21 +16,20 @@ EVERY_2S = parse_schedule("*/2 * * * * *", "UTC")
 EVERY_MINUTE = parse_schedule("* * * * *", "UTC")
 
 
-def test_next_slot_is_the_following_slot_in_normal_operation() -> None:
-    assert next_slot(EVERY_2S, T0, now_ms=T0 + 30) == T0 + 2000
-
-
-def test_next_slot_jumps_to_the_future_after_an_outage() -> None:
-    two_hours_late = T0 + 2 * 3600 * 1000 + 500
-    assert next_slot(EVERY_MINUTE, T0, now_ms=two_hours_late) == T0 + 2 * 3600 * 1000 + 60_000
-
-
 def test_plan_turns_a_job_entry_into_a_claim_and_a_slot() -> None:
     entry = DueEntry("j:job-1", T0, index_spec(EVERY_2S, 3))
     plan = plan_batch([entry], now_ms=T0)
     claim, slot = plan.claims[0]
     assert (claim.member, claim.expected_score, claim.new_score) == ("j:job-1", T0, T0 + 2000)
-    assert slot == Slot("job-1", from_ms(T0), from_ms(T0 + 2000), 3)
+    assert slot == Slot("job-1", from_ms(T0), from_ms(T0 + 2000), 3, from_ms(T0))
+
+
+def test_plan_after_an_outage_fires_the_latest_slot_and_notes_the_missed_ones() -> None:
+    entry = DueEntry("j:job-1", T0, index_spec(EVERY_MINUTE, 1, catchup_window_seconds=300))
+    claim, slot = plan_batch([entry], now_ms=T0 + 2 * 3600 * 1000 + 500).claims[0]
+    assert claim.new_score == T0 + 121 * 60_000
+    assert isinstance(slot, Slot) and slot.fire == from_ms(T0 + 120 * 60_000) and slot.missed_count == 120
+    assert slot.missed_note is not None and "300 s window" in slot.missed_note
 
 
 def test_plan_removes_one_shot_entries_and_dispatches_them() -> None:
@@ -51,6 +50,7 @@ def test_one_time_schedule_leaves_the_index_after_its_run() -> None:
     plan = plan_batch([DueEntry("j:once", T0, index_spec(once, 1))], now_ms=T0)
     claim, slot = plan.claims[0]
     assert claim.new_score is None and isinstance(slot, Slot) and slot.next_run_at is None
+    assert slot.fire == from_ms(T0)
 
 
 def test_next_tick_is_the_next_whole_second() -> None:

@@ -53,6 +53,9 @@ class JobRow:
     version: int
     created_at: datetime
     updated_at: datetime
+    overlap: str = "allow"
+    catchup: str = "latest"
+    catchup_window_seconds: int = 300
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tickwork import scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex
 from tickwork.errors import ScheduleError
 from tickwork.models import Dispatch
+from tickwork.policy import SlotPlan
 from tickwork.reconcile import rebuild_index
 from tickwork.store import executions as executions_store
 from tickwork.store import jobs as jobs_store
@@ -64,14 +65,28 @@ def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
             plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score)))
             continue
         schedule = _schedule_or_none(entry)
-        if schedule is None:
+        if schedule is None or entry.spec is None:
             plan.missing_specs.append(entry.job_id)
             continue
-        nxt = scheduling.next_slot(schedule, entry.score, now_ms)
-        slot = executions_store.Slot(
-            entry.job_id, from_ms(entry.score), None if nxt is None else from_ms(nxt), int(entry.spec["v"]))
-        plan.claims.append((Claim(entry.member, entry.score, nxt), slot))
+        decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
+        claim = Claim(entry.member, entry.score, decision.next_ms)
+        plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
     return plan
+
+
+def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan) -> executions_store.Slot:
+    note = None
+    if decision.missed_count:
+        note = (f"missed {decision.missed_count} run(s) from this slot on: Tickwork was behind and the job's "
+                f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
+    return executions_store.Slot(
+        job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
+        decision.missed_count, note,
+    )
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if ms is None else from_ms(ms)
 
 
 def _schedule_or_none(entry: DueEntry) -> Any:
@@ -126,7 +141,7 @@ class Poller:
         slots = [t for t in targets if isinstance(t, executions_store.Slot)]
         if slots:
             with self.svc.db.connection() as conn:
-                recorded = executions_store.record_slots(conn, slots)
+                recorded = executions_store.record_claims(conn, slots)
             result.postgres_round_trips += 1
             dispatches += [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded]
         if dispatches:

@@ -55,6 +55,6 @@ def _index_one(index: DueIndex, job: Any, now: datetime, pipe: Any, result: Rebu
     next_run_at = job.next_run_at or scheduling.first_slot(schedule, now)
     if next_run_at is None:
         return 0
-    spec = scheduling.index_spec(schedule, job.version)
+    spec = scheduling.index_spec(schedule, job.version, job.catchup_window_seconds, job.catchup)
     index.put_job(job.id, spec, to_ms(next_run_at), pipeline=pipe, keep_score=True)
     return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from tickwork import policy
 from tickwork.dueindex import DueIndex
 from tickwork.models import JobRow
 from tickwork.schedule import Schedule, from_spec, parse_schedule
@@ -17,25 +18,22 @@ def job_schedule(job: JobRow) -> Schedule:
     )
 
 
-def index_spec(schedule: Schedule, version: int) -> dict[str, Any]:
-    """What the due index keeps per job: enough to compute its next slot, plus the version it belongs to."""
-    return {"v": version, "s": schedule.spec()}
+def index_spec(
+    schedule: Schedule, version: int, catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS,
+    catchup: str = policy.DEFAULT_CATCHUP,
+) -> dict[str, Any]:
+    """What the due index keeps per job: what the poller needs to plan a slot, and the version it is for."""
+    return {"v": version, "s": schedule.spec(), "cw": catchup_window_seconds, "ca": catchup}
 
 
 def schedule_of(spec: dict[str, Any]) -> Schedule:
     return from_spec(spec["s"])
 
 
-def next_slot(schedule: Schedule, slot_ms: int, now_ms: int) -> int | None:
-    """The score a job moves to once `slot_ms` is claimed.
-
-    Normally the slot after the one being run. After an outage that slot may already be past: the job
-    then jumps to its first future slot, so a long stop yields one catch-up run, not a burst.
-    """
-    nxt = schedule.next_after_ms(slot_ms)
-    if nxt is not None and nxt <= now_ms:
-        nxt = schedule.next_after_ms(now_ms)
-    return nxt
+def plan_claim(spec: dict[str, Any], schedule: Schedule, slot_ms: int, now_ms: int) -> policy.SlotPlan:
+    """What claiming `slot_ms` means for the job whose index spec this is (see tickwork.policy)."""
+    window_ms = int(spec.get("cw", policy.DEFAULT_CATCHUP_WINDOW_SECONDS)) * 1000
+    return policy.plan_slot(schedule, slot_ms, now_ms, window_ms, spec.get("ca", policy.DEFAULT_CATCHUP))
 
 
 def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
@@ -48,6 +46,6 @@ def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
     if job.status != "active" or job.next_run_at is None:
         index.remove_job(job.id, pipeline)
         return
-    spec = index_spec(job_schedule(job), job.version)
+    spec = index_spec(job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
     index.put_job(job.id, spec, to_ms(job.next_run_at), pipeline)
 

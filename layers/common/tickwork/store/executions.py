@@ -9,53 +9,83 @@ from typing import Any
 
 from tickwork.models import StartedExecution
 
-# A slot is inserted only if the job is still active, still at the version whose schedule produced the
-# slot, and not already past it; the same statement advances next_run_at so Postgres can rebuild Redis.
-_RECORD_SLOTS = """
-WITH batch AS (
-    SELECT * FROM unnest(%(job_ids)s::uuid[], %(slots)s::timestamptz[], %(nexts)s::timestamptz[],
-                         %(versions)s::int[], %(execution_ids)s::uuid[])
-        AS b(job_id, scheduled_for, next_run_at, version, execution_id)
+# A claim is recorded only if the job is still active, still at the version whose schedule produced
+# it, and not already past the claimed slot; the same statement advances next_run_at (so Postgres can
+# rebuild Redis) and inserts the claim's rows: the run to fire and/or one `missed` row for a gap.
+_RECORD_CLAIMS = """
+WITH claimed AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(claimed)s::timestamptz[], %(nexts)s::timestamptz[],
+                         %(versions)s::int[])
+        AS c(job_id, claimed_slot, next_run_at, version)
 ), advanced AS (
     UPDATE jobs j
-       SET next_run_at = b.next_run_at,
-           status = CASE WHEN b.next_run_at IS NULL THEN 'completed' ELSE j.status END
-      FROM batch b
-     WHERE j.id = b.job_id AND j.status = 'active' AND j.version = b.version
-       AND (j.next_run_at IS NULL OR date_trunc('milliseconds', j.next_run_at) <= b.scheduled_for)
+       SET next_run_at = c.next_run_at,
+           status = CASE WHEN c.next_run_at IS NULL THEN 'completed' ELSE j.status END
+      FROM claimed c
+     WHERE j.id = c.job_id AND j.status = 'active' AND j.version = c.version
+       AND (j.next_run_at IS NULL OR date_trunc('milliseconds', j.next_run_at) <= c.claimed_slot)
  RETURNING j.id, j.tenant_id
+), runs AS (
+    SELECT * FROM unnest(%(run_ids)s::uuid[], %(run_jobs)s::uuid[], %(run_slots)s::timestamptz[],
+                         %(run_statuses)s::text[], %(run_missed)s::int[], %(run_notes)s::text[])
+        AS r(id, job_id, scheduled_for, status, missed_count, note)
 )
-INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status)
-SELECT b.execution_id, a.tenant_id, b.job_id, b.scheduled_for, 'schedule', 'queued'
-  FROM batch b JOIN advanced a ON a.id = b.job_id
+INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, missed_count, last_error, finished_at)
+SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
+       CASE WHEN r.status = 'missed' THEN now() END
+  FROM runs r JOIN advanced a ON a.id = r.job_id
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
-RETURNING id::text, job_id::text, scheduled_for
+RETURNING id::text, job_id::text, scheduled_for, status
 """
 
 
 @dataclass(frozen=True)
 class Slot:
+    """One won claim: the job moves from `claimed` to `next_run_at`, running `fire` (if any) now.
+
+    When catch-up skipped slots, `missed_count` > 0 and one `missed` row at `claimed` stands for them.
+    """
+
     job_id: str
-    scheduled_for: datetime
+    claimed: datetime
     next_run_at: datetime | None
     version: int
+    fire: datetime | None
+    missed_count: int = 0
+    missed_note: str | None = None
+
+    def rows(self) -> list[tuple[str, datetime, str, int | None, str | None]]:
+        """(id, scheduled_for, status, missed_count, note) of each execution row this claim creates."""
+        rows: list[tuple[str, datetime, str, int | None, str | None]] = []
+        if self.missed_count:
+            rows.append((str(uuid.uuid4()), self.claimed, "missed", self.missed_count, self.missed_note))
+        if self.fire is not None:
+            rows.append((str(uuid.uuid4()), self.fire, "queued", None, None))
+        return rows
 
 
-def record_slots(conn: Any, slots: list[Slot]) -> list[tuple[str, str, datetime]]:
-    """Insert one queued execution per slot in one statement; returns (execution_id, job_id, slot) inserted.
+def record_claims(conn: Any, slots: list[Slot]) -> list[tuple[str, str, datetime]]:
+    """Record won claims in one statement; returns (execution_id, job_id, slot) of the runs to dispatch.
 
     Only the caller that gets a row back may dispatch it.
     """
     if not slots:
         return []
+    rows = [(job_row, s.job_id) for s in slots for job_row in s.rows()]
     params = {
         "job_ids": [s.job_id for s in slots],
-        "slots": [s.scheduled_for for s in slots],
+        "claimed": [s.claimed for s in slots],
         "nexts": [s.next_run_at for s in slots],
         "versions": [s.version for s in slots],
-        "execution_ids": [str(uuid.uuid4()) for _ in slots],
+        "run_ids": [r[0] for r, _ in rows],
+        "run_jobs": [job_id for _, job_id in rows],
+        "run_slots": [r[1] for r, _ in rows],
+        "run_statuses": [r[2] for r, _ in rows],
+        "run_missed": [r[3] for r, _ in rows],
+        "run_notes": [r[4] for r, _ in rows],
     }
-    return [(r[0], r[1], r[2]) for r in conn.execute(_RECORD_SLOTS, params).fetchall()]
+    inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
+    return [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
