@@ -53,13 +53,14 @@ class Executor:
             return list(pool.map(self.run_one, dispatches))
 
     def run_one(self, dispatch: Dispatch) -> str:
+        # Wait first: the overlap policy must judge the previous run as it is at this run's instant.
+        self._wait_until(dispatch.fire_at_ms)
         with self.svc.db.connection() as conn:
             started = store.start_attempt(conn, dispatch.execution_id, dispatch.attempt)
-        if started is None:
-            logger.info("dispatch already taken", extra={"execution_id": dispatch.execution_id,
-                                                         "attempt": dispatch.attempt})
-            return "duplicate"
-        self._wait_until(dispatch.fire_at_ms)
+        if isinstance(started, str):
+            logger.info("run not started", extra={"execution_id": dispatch.execution_id,
+                                                  "attempt": dispatch.attempt, "reason": started})
+            return started
         return self._attempt(started)
 
     def _wait_until(self, fire_at_ms: int) -> None:
@@ -77,9 +78,11 @@ class Executor:
         record = store.AttemptRecord(run.attempt, started_at, outcome.duration_ms, outcome.status_code,
                                      outcome.body, outcome.error)
         with self.svc.db.connection() as conn:
-            kept = store.finish_attempt(conn, run.id, record, decision.status, decision.next_attempt_at)
+            kept, released = store.finish_attempt(conn, run.id, record, decision.status, decision.next_attempt_at)
         if kept and decision.next_attempt_at is not None:
             self.index.schedule_execution(run.id, run.attempt + 1, to_ms(decision.next_attempt_at))
+        if released is not None:
+            self.index.schedule_execution(released, 1, int(self.clock() * 1000))
         logger.info("attempt finished", extra={
             "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": decision.status,
             "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,

@@ -98,6 +98,8 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
     return execution_id
 
 
+# `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
+# overlapping runs (and retries, which continue a run already started) start here.
 _START = """
 UPDATE executions e
    SET status = 'running', attempt_count = e.attempt_count + 1,
@@ -105,14 +107,58 @@ UPDATE executions e
   FROM jobs j
  WHERE e.id = %(id)s AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = %(attempt)s - 1
+   AND (%(guarded)s OR j.overlap = 'allow' OR %(attempt)s > 1)
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry
 """
 
+_IN_PROGRESS = """
+SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s AND status IN ('running', 'retrying'))
+"""
 
-def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecution | None:
-    """Conditionally move the execution to running; None means another delivery already did (or it is over)."""
-    row = conn.execute(_START, {"id": execution_id, "attempt": attempt}).fetchone()
-    return None if row is None else StartedExecution(*row)
+_SKIPPED_BUSY = "skipped: the previous run was still in progress (overlap skip)"
+_SKIPPED_QUEUE_FULL = "skipped: a run was already waiting for the one in progress (overlap queue_one)"
+
+
+def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
+    """Conditionally move the execution to running.
+
+    Returns the started run, or why it did not start: 'duplicate' (another delivery already started
+    it, or it is over), 'skipped' or 'waiting' (the job's overlap policy and a run still in progress).
+    """
+    row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": False}).fetchone()
+    if row is not None:
+        return StartedExecution(*row)
+    return _start_guarded(conn, execution_id, attempt)
+
+
+def _start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
+    """First attempt of a job that forbids overlap: decide under a per-job lock, so two runs starting
+    at once cannot both see the other as not running."""
+    with conn.transaction():
+        info = conn.execute(
+            "SELECT e.job_id::text, j.overlap FROM executions e JOIN jobs j ON j.id = e.job_id"
+            " WHERE e.id = %s AND e.status = 'queued' AND e.attempt_count = 0 AND %s = 1",
+            (execution_id, attempt),
+        ).fetchone()
+        if info is None or info[1] == "allow":
+            return "duplicate"
+        job_id, overlap = info
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (job_id,))
+        if not conn.execute(_IN_PROGRESS, {"job": job_id, "id": execution_id}).fetchone()[0]:
+            row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": True}).fetchone()
+            return "duplicate" if row is None else StartedExecution(*row)
+        status, note = "skipped", _SKIPPED_BUSY
+        if overlap == "queue_one":
+            waiting = conn.execute(
+                "SELECT 1 FROM executions WHERE job_id = %s AND status = 'waiting' LIMIT 1", (job_id,)
+            ).fetchone()
+            status, note = ("skipped", _SKIPPED_QUEUE_FULL) if waiting else ("waiting", None)
+        conn.execute(
+            "UPDATE executions SET status = %s, last_error = %s,"
+            " finished_at = CASE WHEN %s = 'skipped' THEN now() END WHERE id = %s",
+            (status, note, status, execution_id),
+        )
+        return status
 
 
 @dataclass(frozen=True)
@@ -125,10 +171,29 @@ class AttemptRecord:
     error: str | None
 
 
+_PROMOTE_WAITING = """
+UPDATE executions SET status = 'queued'
+ WHERE id = (SELECT w.id FROM executions w
+              WHERE w.job_id = (SELECT job_id FROM executions WHERE id = %s) AND w.status = 'waiting'
+              ORDER BY w.scheduled_for LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING id::text
+"""
+
+
+def promote_waiting(conn: Any, finished_execution_id: str) -> str | None:
+    """A run ended: the run waiting behind it (overlap queue_one), if any, becomes queued."""
+    row = conn.execute(_PROMOTE_WAITING, (finished_execution_id,)).fetchone()
+    return None if row is None else row[0]
+
+
 def finish_attempt(
     conn: Any, execution_id: str, attempt: AttemptRecord, status: str, next_attempt_at: datetime | None
-) -> bool:
-    """Store the attempt and the execution's new status atomically; False if the run was taken from us."""
+) -> tuple[bool, str | None]:
+    """Store the attempt and the execution's new status atomically.
+
+    Returns whether the run was still ours (False if it was taken from us, e.g. marked lost) and the id
+    of a waiting run this one's end released, which the caller must dispatch.
+    """
     with conn.transaction():
         updated = conn.execute(
             "UPDATE executions SET status = %s, next_attempt_at = %s, last_error = %s,"
@@ -137,11 +202,12 @@ def finish_attempt(
             (status, next_attempt_at, attempt.error, status, execution_id, attempt.number),
         ).rowcount
         if not updated:
-            return False
+            return False, None
         conn.execute(
             "INSERT INTO attempts (execution_id, number, started_at, duration_ms, status_code, response_body, error)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             (execution_id, attempt.number, attempt.started_at, attempt.duration_ms,
              attempt.status_code, attempt.response_body, attempt.error),
         )
-    return True
+        promoted = promote_waiting(conn, execution_id) if status in ("succeeded", "failed") else None
+    return True, promoted
