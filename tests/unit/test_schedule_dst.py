@@ -112,6 +112,15 @@ def test_periodic_hour_from_the_first_pass_continues_into_the_second() -> None:
     assert schedule.next_after(wall(NY, 2026, 11, 1, 1, 50, fold=1)) == utc(2026, 11, 1, 7, 10)
 
 
+def test_half_hour_repeat_from_the_first_pass_finds_the_second_pass() -> None:
+    # Lord Howe repeats 01:30-02:00; from 01:58:59 (+11) the next :00-:30 minute is 01:30 (+10:30).
+    schedule = parse_schedule("0 0-30 * * * *", "Australia/Lord_Howe")
+    assert schedule.next_after(utc(2026, 4, 4, 14, 58, 59)) == utc(2026, 4, 4, 15)
+    assert schedule.preview(utc(2026, 4, 4, 14, 28, 30), 3) == [
+        utc(2026, 4, 4, 14, 29), utc(2026, 4, 4, 14, 30), utc(2026, 4, 4, 15)
+    ]
+
+
 def test_every_second_is_one_second_apart_across_the_fall_back() -> None:
     runs = fires("* * * * * *", NY, utc(2026, 11, 1, 5, 59, 58), 4)
     assert runs == [utc(2026, 11, 1, 5, 59, 59), utc(2026, 11, 1, 6), utc(2026, 11, 1, 6, 0, 1), utc(2026, 11, 1, 6, 0, 2)]

@@ -66,8 +66,6 @@ def _range(field: int, term: str) -> set[int]:
     base, slash, step_text = term.partition("/")
     step = _step(field, term, step_text) if slash else 1
     low, high = _BOUNDS[field]
-    if field == DOW:
-        high = 6
     if base in ("*", "?"):
         first, last = low, high
     elif "-" in base:

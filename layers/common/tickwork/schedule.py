@@ -135,13 +135,15 @@ class CronRule:
 
     def _second_pass(self, wall: int, after: int) -> int | None:
         """From the first pass of a repeated hour, a periodic schedule's next run may be in the second."""
-        shift = _wall_offset(self.tz, wall, 0) - _wall_offset(self.tz, wall, 1)
-        candidate = self.expr.next_wall_s(wall - shift) if shift > 0 else None
-        if candidate is None:
+        late_offset = _wall_offset(self.tz, wall, 1)
+        shift = _wall_offset(self.tz, wall, 0) - late_offset
+        if shift <= 0:
             return None
-        late = candidate - _wall_offset(self.tz, candidate, 1)
-        ambiguous = late != candidate - _wall_offset(self.tz, candidate, 0)
-        return late if ambiguous and late > after else None
+        repeat_start = _transition(self.tz, after, after + shift) + late_offset
+        candidate = self.expr.next_wall_s(repeat_start - 1)
+        if candidate is None or candidate >= repeat_start + shift:
+            return None
+        return candidate - late_offset
 
     def _scan(self, wall: int, after: int) -> int | None:
         periodic = self.expr.periodic_hour
@@ -265,11 +267,12 @@ def floor_ms(moment: datetime) -> int:
 
 
 def _aware_ms(moment: datetime | None, field: str) -> int | None:
+    """Rounded up: a run at whole millisecond t is at or after `moment` exactly when t >= this."""
     if moment is None:
         return None
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ScheduleError(f"{field} must include a UTC offset", field)
-    return floor_ms(moment)
+    return -(-(moment - _UTC_EPOCH) // _MS)
 
 
 def _rule(canonical: str, tz: ZoneInfo, anchor_ms: int) -> Rule:
