@@ -1,0 +1,1 @@
+"""Benchmarks; each module has a main(): `.venv/bin/python -m bench.<module>`."""
