@@ -1,0 +1,16 @@
+"""API Lambda: the management API (jobs, executions, schedule preview) behind API Gateway HTTP API 2.0."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tickwork.api import app
+
+# The resolver keeps the current request in shared state. Lambda sends one request at a time per
+# environment; the local runtime's threaded server does not, so requests take turns here too.
+_one_request_at_a_time = threading.Lock()
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    with _one_request_at_a_time:
+        return app.resolve(event, context)

@@ -1,0 +1,235 @@
+"""The API's request and response bodies. The OpenAPI document is generated from these models.
+
+Request models forbid unknown fields, so a typo ("schedual") is a 400 naming it, not a silent default.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+from tickwork.retry import DEFAULT_DELAY_SECONDS, DEFAULT_MAX_ATTEMPTS, DEFAULT_STRATEGY, MAX_DELAY_SECONDS
+from tickwork.targets import MAX_URL_LENGTH
+
+# Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
+DEFAULT_TIMEOUT_SECONDS = 30
+# Past this many attempts a failing target needs fixing, not retrying.
+MAX_ATTEMPTS = 10
+# A job is a trigger, not a file upload; the body lives in a Postgres row read on every run.
+MAX_BODY_CHARS = 64 * 1024
+MAX_HEADERS = 50
+MAX_PREVIEW_COUNT = 100
+DEFAULT_PREVIEW_COUNT = 5
+
+
+def _not_null(value: Any) -> Any:
+    # Runs only for values the client sent: an absent field keeps its None default and means "unchanged".
+    if value is None:
+        raise ValueError("must not be null")
+    return value
+
+
+def _drop_null(schema: dict[str, Any]) -> None:
+    # null is refused by _not_null, so the document should not offer it.
+    options = [option for option in schema.get("anyOf", []) if option.get("type") != "null"]
+    if len(options) == 1:
+        del schema["anyOf"]
+        schema.update(options[0])
+    schema.pop("default", None)
+
+
+def _upper(value: Any) -> Any:
+    return value.upper() if isinstance(value, str) else value
+
+
+def _single_line(value: str) -> str:
+    if any(c in value for c in "\r\n\x00"):
+        raise ValueError("header values cannot contain line breaks or NUL")
+    return value
+
+
+T = TypeVar("T")
+# A PATCH field: absent means unchanged, null is refused.
+Unchanged = Annotated[T | None, BeforeValidator(_not_null), Field(json_schema_extra=_drop_null)]
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+ScheduleText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+TimeZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+HttpMethod = Annotated[Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], BeforeValidator(_upper)]
+# RFC 9110 token characters.
+HeaderName = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
+HeaderValue = Annotated[str, StringConstraints(max_length=8192), AfterValidator(_single_line)]
+Headers = Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_HEADERS)]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]
+RequestBody = Annotated[str, StringConstraints(max_length=MAX_BODY_CHARS)]
+Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
+Strategy = Literal["exponential", "linear", "fixed"]
+MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first one included.")]
+DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- requests
+
+class RequestSpec(_Strict):
+    """The HTTP request a job sends. Without `method`: POST when a body is given, else GET."""
+
+    method: HttpMethod | None = None
+    url: Url
+    headers: Headers = Field(default_factory=dict)
+    body: RequestBody | None = None
+    timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+
+
+class RetrySpec(_Strict):
+    strategy: Strategy = DEFAULT_STRATEGY
+    max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
+    delay_seconds: DelaySeconds = DEFAULT_DELAY_SECONDS
+
+
+class JobCreate(_Strict):
+    name: Name
+    schedule: ScheduleText
+    timezone: TimeZoneName = "UTC"
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    request: RequestSpec
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+
+
+class RequestPatch(_Strict):
+    """Fields given replace the stored ones; `headers` replaces the whole set, where a sensitive header sent
+    back as "***" keeps its stored value."""
+
+    method: Unchanged[HttpMethod] = None
+    url: Unchanged[Url] = None
+    headers: Unchanged[Headers] = None
+    body: RequestBody | None = None
+    timeout_seconds: Unchanged[Timeout] = None
+
+
+class RetryPatch(_Strict):
+    strategy: Unchanged[Strategy] = None
+    max_attempts: Unchanged[MaxAttempts] = None
+    delay_seconds: Unchanged[DelaySeconds] = None
+
+
+class JobPatch(_Strict):
+    """A partial update: only the fields present change; `start_at`/`end_at` may be set to null to clear them."""
+
+    name: Unchanged[Name] = None
+    schedule: Unchanged[ScheduleText] = None
+    timezone: Unchanged[TimeZoneName] = None
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    request: Unchanged[RequestPatch] = None
+    retry: Unchanged[RetryPatch] = None
+
+
+class PreviewRequest(_Strict):
+    schedule: ScheduleText
+    timezone: TimeZoneName = "UTC"
+    count: int = Field(DEFAULT_PREVIEW_COUNT, ge=1, le=MAX_PREVIEW_COUNT)
+    after: AwareDatetime | None = Field(None, description="Fire times strictly after this instant; default now.")
+    start_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+
+
+# ---------------------------------------------------------------- responses
+
+class RequestOut(BaseModel):
+    method: str = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict, description='Sensitive values are shown as "***".')
+    body: str | None = None
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+
+
+class RetryOut(BaseModel):
+    strategy: str = DEFAULT_STRATEGY
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    delay_seconds: int | float = DEFAULT_DELAY_SECONDS
+
+
+class JobOut(BaseModel):
+    id: str
+    name: str
+    status: Literal["active", "paused", "completed"]
+    schedule: str = Field(description="The canonical form of the schedule.")
+    timezone: str
+    start_at: Timestamp | None
+    end_at: Timestamp | None
+    request: RequestOut
+    retry: RetryOut
+    next_run_at: Timestamp | None
+    version: int
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class JobDetail(JobOut):
+    description: str
+    next_fire_times: list[Timestamp] = Field(description="The next 5 runs; empty unless the job is active.")
+
+
+class JobList(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class ExecutionOut(BaseModel):
+    id: str
+    job_id: str
+    scheduled_for: Timestamp
+    trigger: Literal["schedule", "manual"]
+    status: str
+    attempt_count: int
+    next_attempt_at: Timestamp | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    last_error: str | None
+
+
+class AttemptOut(BaseModel):
+    number: int
+    started_at: Timestamp
+    duration_ms: int
+    status_code: int | None
+    error: str | None
+    response_body: str | None = Field(description="The first 1024 characters of the stored response body.")
+    response_truncated: bool
+
+
+class ExecutionDetail(ExecutionOut):
+    attempts: list[AttemptOut]
+
+
+class ExecutionList(BaseModel):
+    items: list[ExecutionOut]
+    next_cursor: str | None
+
+
+class FireTime(BaseModel):
+    utc: Timestamp
+    local: str = Field(description="The same instant in the schedule's time zone, with its UTC offset.")
+
+
+class PreviewOut(BaseModel):
+    schedule: str
+    timezone: str
+    description: str
+    fire_times: list[FireTime]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,87 @@
+"""Stored rows to response bodies: RFC 3339 UTC times, secrets redacted, keyset positions as opaque cursors."""
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from tickwork import jobs
+from tickwork.api.models import (
+    AttemptOut, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut, PreviewOut,
+    RequestOut, RetryOut,
+)
+from tickwork.api.pagination import encode_cursor
+from tickwork.models import JobRow
+from tickwork.schedule import Schedule
+from tickwork.scheduling import job_schedule
+from tickwork.store.history import AttemptRow, ExecutionRow
+from tickwork.timeutil import rfc3339
+
+UPCOMING_RUNS = 5
+
+
+def _time(dt: datetime) -> str:
+    formatted = rfc3339(dt)
+    assert formatted is not None
+    return formatted
+
+
+def job_out(job: JobRow) -> JobOut:
+    return JobOut(
+        id=job.id, name=job.name, status=job.status, schedule=job.schedule, timezone=job.timezone,
+        start_at=rfc3339(job.start_at), end_at=rfc3339(job.end_at),
+        request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
+        next_run_at=rfc3339(job.next_run_at), version=job.version,
+        created_at=_time(job.created_at), updated_at=_time(job.updated_at),
+    )
+
+
+def job_detail(job: JobRow) -> JobDetail:
+    """A job with what it will do next: its schedule in words and its next runs."""
+    return JobDetail(
+        **job_out(job).model_dump(), description=job_schedule(job).describe(),
+        next_fire_times=[_time(t) for t in jobs.upcoming_runs(job, UPCOMING_RUNS)],
+    )
+
+
+def job_list(page: jobs.Page[JobRow]) -> JobList:
+    return JobList(items=[job_out(job) for job in page.items], next_cursor=encode_cursor("jobs", page.next_key))
+
+
+def execution_out(execution: ExecutionRow) -> ExecutionOut:
+    return ExecutionOut(
+        id=execution.id, job_id=execution.job_id, scheduled_for=_time(execution.scheduled_for),
+        trigger=execution.trigger, status=execution.status, attempt_count=execution.attempt_count,
+        next_attempt_at=rfc3339(execution.next_attempt_at), created_at=_time(execution.created_at),
+        started_at=rfc3339(execution.started_at), finished_at=rfc3339(execution.finished_at),
+        last_error=execution.last_error,
+    )
+
+
+def attempt_out(attempt: AttemptRow) -> AttemptOut:
+    return AttemptOut(
+        number=attempt.number, started_at=_time(attempt.started_at), duration_ms=attempt.duration_ms,
+        status_code=attempt.status_code, error=attempt.error, response_body=attempt.response_body,
+        response_truncated=attempt.response_truncated,
+    )
+
+
+def execution_detail(execution: ExecutionRow, attempts: list[AttemptRow]) -> ExecutionDetail:
+    return ExecutionDetail(**execution_out(execution).model_dump(), attempts=[attempt_out(a) for a in attempts])
+
+
+def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
+    items = [execution_out(execution) for execution in page.items]
+    return ExecutionList(items=items, next_cursor=encode_cursor("executions", page.next_key))
+
+
+def preview_out(schedule: Schedule, times: list[datetime]) -> PreviewOut:
+    zone = ZoneInfo(schedule.timezone)
+    return PreviewOut(
+        schedule=schedule.canonical, timezone=schedule.timezone, description=schedule.describe(),
+        fire_times=[FireTime(utc=_time(t), local=local_time(t, zone)) for t in times],
+    )
+
+
+def local_time(moment: datetime, zone: ZoneInfo) -> str:
+    """ISO 8601 wall time with its offset, e.g. 2024-03-31T03:00:00.000+02:00."""
+    return moment.astimezone(zone).isoformat(timespec="milliseconds")
