@@ -4,7 +4,7 @@ Request models forbid unknown fields, so a typo ("schedual") is a 400 naming it,
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
@@ -64,6 +64,8 @@ Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]
 RequestBody = Annotated[str, StringConstraints(max_length=MAX_BODY_CHARS)]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
+JobStatus = Literal["active", "paused", "completed"]
+Trigger = Literal["schedule", "manual"]
 MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first one included.")]
 DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
 
@@ -85,7 +87,7 @@ class RequestSpec(_Strict):
 
 
 class RetrySpec(_Strict):
-    strategy: Strategy = DEFAULT_STRATEGY
+    strategy: Strategy = cast(Strategy, DEFAULT_STRATEGY)
     max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
     delay_seconds: DelaySeconds = DEFAULT_DELAY_SECONDS
 
@@ -157,7 +159,7 @@ class RetryOut(BaseModel):
 class JobOut(BaseModel):
     id: str
     name: str
-    status: Literal["active", "paused", "completed"]
+    status: JobStatus
     schedule: str = Field(description="The canonical form of the schedule.")
     timezone: str
     start_at: Timestamp | None
@@ -184,7 +186,7 @@ class ExecutionOut(BaseModel):
     id: str
     job_id: str
     scheduled_for: Timestamp
-    trigger: Literal["schedule", "manual"]
+    trigger: Trigger
     status: str
     attempt_count: int
     next_attempt_at: Timestamp | None

@@ -65,7 +65,7 @@ def update_job(job_id: str, changes: JobPatch, scope: Caller) -> JobDetail:
                responses=_responses(204, 404))
 def delete_job(job_id: str, scope: Caller) -> Response[None]:
     jobs.delete_job(scope, job_id)
-    return Response(status_code=204, body="")
+    return Response(status_code=204)
 
 
 @router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], responses=_responses(200, 404, 409))

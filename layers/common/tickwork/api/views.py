@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 from zoneinfo import ZoneInfo
 
 from tickwork import jobs
 from tickwork.api.models import (
-    AttemptOut, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut, PreviewOut,
-    RequestOut, RetryOut,
+    AttemptOut, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut, JobStatus,
+    PreviewOut, RequestOut, RetryOut, Trigger,
 )
 from tickwork.api.pagination import encode_cursor
 from tickwork.models import JobRow
@@ -27,7 +28,7 @@ def _time(dt: datetime) -> str:
 
 def job_out(job: JobRow) -> JobOut:
     return JobOut(
-        id=job.id, name=job.name, status=job.status, schedule=job.schedule, timezone=job.timezone,
+        id=job.id, name=job.name, status=cast(JobStatus, job.status), schedule=job.schedule, timezone=job.timezone,
         start_at=rfc3339(job.start_at), end_at=rfc3339(job.end_at),
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
         next_run_at=rfc3339(job.next_run_at), version=job.version,
@@ -50,7 +51,7 @@ def job_list(page: jobs.Page[JobRow]) -> JobList:
 def execution_out(execution: ExecutionRow) -> ExecutionOut:
     return ExecutionOut(
         id=execution.id, job_id=execution.job_id, scheduled_for=_time(execution.scheduled_for),
-        trigger=execution.trigger, status=execution.status, attempt_count=execution.attempt_count,
+        trigger=cast(Trigger, execution.trigger), status=execution.status, attempt_count=execution.attempt_count,
         next_attempt_at=rfc3339(execution.next_attempt_at), created_at=_time(execution.created_at),
         started_at=rfc3339(execution.started_at), finished_at=rfc3339(execution.finished_at),
         last_error=execution.last_error,
