@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import load_event
 from tickwork.dueindex import DueIndex, execution_member, job_member
+from tickwork.models import StartedExecution
 from tickwork.schedule import parse_schedule
 from tickwork.store import executions as executions_store
 from tickwork.store.tenants import create_api_key, create_tenant
@@ -430,10 +431,11 @@ def test_executions_are_listed_newest_first_in_pages(api: Api, db: Any) -> None:
 def test_execution_shows_its_attempts_with_a_truncated_body(api: Api, db: Any) -> None:
     job = api.create()
     execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], now())
-    assert executions_store.start_attempt(db, execution_id, 1) is not None
+    assert isinstance(executions_store.start_attempt(db, execution_id, 1), StartedExecution)
     started = datetime(2025, 1, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
     record = executions_store.AttemptRecord(1, started, 87, 503, "x" * 5000, "HTTP 503")
-    assert executions_store.finish_attempt(db, execution_id, record, "retrying", started + timedelta(seconds=30))
+    assert executions_store.finish_attempt(db, execution_id, record, "retrying", started + timedelta(seconds=30)) == (
+        True, None)
 
     reply = api.call("GET", f"/executions/{execution_id}")
 
@@ -520,3 +522,29 @@ def test_openapi_document_is_generated_from_the_routes(api: Api) -> None:
     assert set(paths["/jobs"]["post"]["responses"]) == {"201", "400", "401"}
     assert document["components"]["schemas"]["JobCreate"]["additionalProperties"] is False
     assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+
+
+# ---------------------------------------------------------------- run policies
+
+def test_policies_default_and_reach_the_due_index(api: Api, services: Services) -> None:
+    job = api.create()
+    assert (job["overlap"], job["catchup"], job["catchup_window_seconds"]) == ("allow", "latest", 300)
+    custom = api.create(overlap="queue_one", catchup="all", catchup_window_seconds=30)
+    assert (custom["overlap"], custom["catchup"], custom["catchup_window_seconds"]) == ("queue_one", "all", 30)
+    spec = indexed_spec(services, api.index, custom["id"])
+    assert spec is not None and (spec["ca"], spec["cw"]) == ("all", 30)
+
+
+def test_patching_a_policy_updates_the_job_and_its_index_entry(api: Api, services: Services) -> None:
+    job = api.create()
+    patched = api.call("PATCH", f"/jobs/{job['id']}", {"overlap": "skip", "catchup_window_seconds": 0}).body
+    assert (patched["overlap"], patched["catchup_window_seconds"], patched["version"]) == ("skip", 0, job["version"])
+    spec = indexed_spec(services, api.index, job["id"])
+    assert spec is not None and spec["cw"] == 0
+    assert api.call("GET", f"/jobs/{job['id']}").body["overlap"] == "skip"
+
+
+def test_bad_policy_values_are_rejected_naming_the_field(api: Api) -> None:
+    for field, value in (("overlap", "sometimes"), ("catchup", "none"), ("catchup_window_seconds", -1)):
+        reply = api.call("POST", "/jobs", job_body(**{field: value}))
+        assert reply.status == 400 and reply.body["error"]["field"] == field, reply.body

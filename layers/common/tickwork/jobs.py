@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from tickwork import scheduling
+from tickwork import policy, scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
 from tickwork.models import JobRow
@@ -33,6 +33,8 @@ _RESERVED_HEADERS = frozenset(
 )
 _RESERVED_PREFIX = "tickwork-"
 _TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
+# Fields a PATCH replaces as given (pydantic has already checked them).
+_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds")
 
 T = TypeVar("T")
 Key = tuple[datetime, str]
@@ -60,6 +62,9 @@ class JobDraft:
     end_at: datetime | None
     request: dict[str, Any]
     retry: dict[str, Any]
+    overlap: str = policy.DEFAULT_OVERLAP
+    catchup: str = policy.DEFAULT_CATCHUP
+    catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         id=str(uuid.uuid4()), tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
         request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status="active",
-        next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now,
+        next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
+        catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
     )
     job = replace(job, next_run_at=_require_run(job, scope.now))
     with scope.db.connection() as conn:
@@ -201,7 +207,7 @@ def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -
         if updated != current:
             updated = replace(updated, updated_at=scope.now)
             jobs_store.update_job(conn, updated)
-    if (updated.status, updated.next_run_at, updated.version) != (current.status, current.next_run_at, current.version):
+    if _indexed(updated) != _indexed(current):
         scheduling.index_job(scope.index, updated)
     return updated
 
@@ -210,9 +216,7 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     """PATCH rules: `request` and `retry` merge into what is stored; a change of schedule, time zone or window
     bumps the version (so a poller holding the old spec cannot advance the new one) and restarts the job
     at its first slot after now. A paused job stays paused; a completed job becomes active again."""
-    updated = job
-    if "name" in changes:
-        updated = replace(updated, name=changes["name"])
+    updated = replace(job, **{name: changes[name] for name in _PLAIN_FIELDS if name in changes})
     if "request" in changes:
         merged = _merged_request(job.request, changes["request"])
         updated = replace(updated, request=_checked_request(scope.settings, merged))
@@ -251,6 +255,11 @@ def _resumed(job: JobRow, now: datetime) -> JobRow:
         return job
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
     return replace(job, status="active" if next_run_at else "completed", next_run_at=next_run_at)
+
+
+def _indexed(job: JobRow) -> tuple[Any, ...]:
+    """What the due index holds of a job: a change to any of it must reach Redis."""
+    return job.status, job.next_run_at, job.version, job.catchup, job.catchup_window_seconds
 
 
 def _timing(job: JobRow) -> tuple[Any, ...]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from tickwork.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
 from tickwork.retry import DEFAULT_DELAY_SECONDS, DEFAULT_MAX_ATTEMPTS, DEFAULT_STRATEGY, MAX_DELAY_SECONDS
 from tickwork.targets import MAX_URL_LENGTH
 
@@ -19,6 +20,8 @@ MAX_ATTEMPTS = 10
 MAX_BODY_CHARS = 64 * 1024
 MAX_HEADERS = 50
 MAX_PREVIEW_COUNT = 100
+# A week: past that a catch-up run is history, not scheduling.
+MAX_CATCHUP_WINDOW_SECONDS = 7 * 86_400
 DEFAULT_PREVIEW_COUNT = 5
 
 
@@ -68,6 +71,10 @@ JobStatus = Literal["active", "paused", "completed"]
 Trigger = Literal["schedule", "manual"]
 MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first one included.")]
 DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
+Overlap = Literal["allow", "skip", "queue_one"]
+Catchup = Literal["latest", "all"]
+CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
+    "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed."))]
 
 
 class _Strict(BaseModel):
@@ -100,6 +107,12 @@ class JobCreate(_Strict):
     end_at: AwareDatetime | None = None
     request: RequestSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
+    overlap: Overlap = Field(cast(Overlap, DEFAULT_OVERLAP), description=(
+        "When a run is due while the previous one is still in progress: run both (allow), record the new one "
+        "skipped (skip), or run it once the current one ends, skipping any further (queue_one)."))
+    catchup: Catchup = Field(cast(Catchup, DEFAULT_CATCHUP), description=(
+        "After an outage: run only the latest slot inside the catch-up window (latest) or every one (all)."))
+    catchup_window_seconds: CatchupWindow = DEFAULT_CATCHUP_WINDOW_SECONDS
 
 
 class RequestPatch(_Strict):
@@ -129,6 +142,9 @@ class JobPatch(_Strict):
     end_at: AwareDatetime | None = None
     request: Unchanged[RequestPatch] = None
     retry: Unchanged[RetryPatch] = None
+    overlap: Unchanged[Overlap] = None
+    catchup: Unchanged[Catchup] = None
+    catchup_window_seconds: Unchanged[CatchupWindow] = None
 
 
 class PreviewRequest(_Strict):
@@ -168,6 +184,9 @@ class JobOut(BaseModel):
     retry: RetryOut
     next_run_at: Timestamp | None
     version: int
+    overlap: Overlap
+    catchup: Catchup
+    catchup_window_seconds: int
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -194,6 +213,7 @@ class ExecutionOut(BaseModel):
     started_at: Timestamp | None
     finished_at: Timestamp | None
     last_error: str | None
+    missed_count: int | None = Field(None, description="For a missed run: how many slots it stands for.")
 
 
 class AttemptOut(BaseModel):

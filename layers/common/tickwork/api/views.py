@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 from tickwork import jobs
 from tickwork.api.models import (
-    AttemptOut, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut, JobStatus,
-    PreviewOut, RequestOut, RetryOut, Trigger,
+    AttemptOut, Catchup, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut,
+    JobStatus, Overlap, PreviewOut, RequestOut, RetryOut, Trigger,
 )
 from tickwork.api.pagination import encode_cursor
 from tickwork.models import JobRow
@@ -31,7 +31,8 @@ def job_out(job: JobRow) -> JobOut:
         id=job.id, name=job.name, status=cast(JobStatus, job.status), schedule=job.schedule, timezone=job.timezone,
         start_at=rfc3339(job.start_at), end_at=rfc3339(job.end_at),
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
-        next_run_at=rfc3339(job.next_run_at), version=job.version,
+        next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
+        catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
         created_at=_time(job.created_at), updated_at=_time(job.updated_at),
     )
 
@@ -54,7 +55,7 @@ def execution_out(execution: ExecutionRow) -> ExecutionOut:
         trigger=cast(Trigger, execution.trigger), status=execution.status, attempt_count=execution.attempt_count,
         next_attempt_at=rfc3339(execution.next_attempt_at), created_at=_time(execution.created_at),
         started_at=rfc3339(execution.started_at), finished_at=rfc3339(execution.finished_at),
-        last_error=execution.last_error,
+        last_error=execution.last_error, missed_count=execution.missed_count,
     )
 
 

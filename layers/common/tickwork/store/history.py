@@ -12,7 +12,7 @@ RESPONSE_PREVIEW_CHARS = 1024
 
 _EXECUTION_COLUMNS = (
     "id::text, job_id::text, scheduled_for, trigger, status, attempt_count, next_attempt_at, created_at,"
-    " started_at, finished_at, last_error"
+    " started_at, finished_at, last_error, missed_count"
 )
 
 
@@ -29,6 +29,7 @@ class ExecutionRow:
     started_at: datetime | None
     finished_at: datetime | None
     last_error: str | None
+    missed_count: int | None = None
 
 
 @dataclass(frozen=True)

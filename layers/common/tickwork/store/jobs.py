@@ -48,9 +48,10 @@ _LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
 def insert_job(conn: Any, job: JobRow) -> None:
     conn.execute(
         "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
-        " next_run_at, version, created_at, updated_at)"
+        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds)"
         " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
-        " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s)",
+        " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
+        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s)",
         _params(job),
     )
 
@@ -79,7 +80,8 @@ def update_job(conn: Any, job: JobRow) -> bool:
     return conn.execute(
         "UPDATE jobs SET name = %(name)s, schedule = %(schedule)s, timezone = %(timezone)s, start_at = %(start_at)s,"
         " end_at = %(end_at)s, request = %(request)s, retry = %(retry)s, status = %(status)s,"
-        " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s"
+        " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s,"
+        " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s"
         f" WHERE id = %(id)s AND {_LIVE}",
         _params(job),
     ).rowcount == 1
