@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from tests.integration.helpers import due_index, executions, insert_job
 from tickwork import scheduling
+from tickwork.dueindex import Claim
 from tickwork.poller import Poller, TickResult
 from tickwork.store import jobs as jobs_store
 from tickwork.store import executions as executions_store
@@ -176,3 +177,13 @@ def test_a_flushed_index_is_rebuilt_from_postgres_at_the_next_tick(services: Ser
     assert Poller(services).tick(to_ms(T0) + 100).dispatched == 0
     assert [r[1] for r in executions(services, job_id)] == [T0]
     assert due_index(services).score(f"j:{job_id}") == to_ms(T0) + 60_000
+
+
+def test_a_claim_lost_before_postgres_is_recorded_missed_by_the_next_claim(services: Services, invoker) -> None:
+    """Break: a poller advanced a per-second job in Redis and died before the Postgres insert.
+    Must hold: the next claim records the lost slot as missed (never silently gone) and runs its own."""
+    job_id = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    due_index(services).claim([Claim(f"j:{job_id}", to_ms(T0), to_ms(T0) + 1000)])  # the crashed claim
+    Poller(services).tick(to_ms(T0) + 100)
+    assert [(r[1], r[2]) for r in executions(services, job_id)] == [
+        (T0, "missed"), (T0 + timedelta(seconds=1), "queued")]

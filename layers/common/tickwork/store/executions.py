@@ -12,11 +12,15 @@ from tickwork.models import StartedExecution
 # A claim is recorded only if the job is still active, still at the version whose schedule produced
 # it, and not already past the claimed slot; the same statement advances next_run_at (so Postgres can
 # rebuild Redis) and inserts the claim's rows: the run to fire and/or one `missed` row for a gap.
+# If Postgres expected an earlier slot than the one claimed, an earlier claim was lost between Redis and
+# Postgres (a poller crash): that slot gets a `missed` row too, so it is accounted for, not silently gone.
 _RECORD_CLAIMS = """
 WITH claimed AS (
     SELECT * FROM unnest(%(job_ids)s::uuid[], %(claimed)s::timestamptz[], %(nexts)s::timestamptz[],
                          %(versions)s::int[])
         AS c(job_id, claimed_slot, next_run_at, version)
+), expected AS (
+    SELECT j.id, date_trunc('milliseconds', j.next_run_at) AS slot FROM jobs j JOIN claimed c ON c.job_id = j.id
 ), advanced AS (
     UPDATE jobs j
        SET next_run_at = c.next_run_at,
@@ -29,6 +33,10 @@ WITH claimed AS (
     SELECT * FROM unnest(%(run_ids)s::uuid[], %(run_jobs)s::uuid[], %(run_slots)s::timestamptz[],
                          %(run_statuses)s::text[], %(run_missed)s::int[], %(run_notes)s::text[])
         AS r(id, job_id, scheduled_for, status, missed_count, note)
+    UNION ALL
+    SELECT gen_random_uuid(), e.id, e.slot, 'missed', NULL, %(lost_note)s
+      FROM expected e JOIN claimed c ON c.job_id = e.id
+     WHERE e.slot < c.claimed_slot
 )
 INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, missed_count, last_error, finished_at)
 SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
@@ -37,6 +45,10 @@ SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.mis
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
 RETURNING id::text, job_id::text, scheduled_for, status
 """
+LOST_CLAIM_NOTE = (
+    "missed from this slot on: its claim was lost between Redis and Postgres (a poller stopped mid-tick) "
+    "and a later slot was claimed before maintenance could restore it"
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ def record_claims(conn: Any, slots: list[Slot]) -> list[tuple[str, str, datetime
         "run_statuses": [r[2] for r, _ in rows],
         "run_missed": [r[3] for r, _ in rows],
         "run_notes": [r[4] for r, _ in rows],
+        "lost_note": LOST_CLAIM_NOTE,
     }
     inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
     return [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
@@ -103,7 +116,7 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 _START = """
 UPDATE executions e
    SET status = 'running', attempt_count = e.attempt_count + 1,
-       started_at = coalesce(e.started_at, now()), next_attempt_at = NULL
+       started_at = coalesce(e.started_at, now()), attempt_started_at = now(), next_attempt_at = NULL
   FROM jobs j
  WHERE e.id = %(id)s AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = %(attempt)s - 1
