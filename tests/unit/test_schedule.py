@@ -15,13 +15,13 @@ LONDON = ZoneInfo("Europe/London")
 SYDNEY = ZoneInfo("Australia/Sydney")
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
-def local(tz: ZoneInfo, *args: int, fold: int = 0) -> datetime:
+def local(tz: ZoneInfo, year: int, month: int, day: int, hour: int = 0, minute: int = 0, *, fold: int = 0) -> datetime:
     """A wall time in `tz` as a UTC instant: aware datetimes on ambiguous wall times never compare equal."""
-    return datetime(*args, tzinfo=tz, fold=fold).astimezone(UTC)
+    return datetime(year, month, day, hour, minute, tzinfo=tz, fold=fold).astimezone(UTC)
 
 
 def fires(expression: str, tz: str, after: datetime, count: int) -> list[datetime]:
@@ -40,7 +40,7 @@ def test_six_field_cron_takes_seconds_first() -> None:
 def test_next_after_is_strictly_after() -> None:
     schedule = parse_schedule("0 30 9 * * *", "UTC")
     assert schedule.next_after(utc(2026, 1, 1, 9, 30)) == utc(2026, 1, 2, 9, 30)
-    assert schedule.next_after(utc(2026, 1, 1, 9, 29, 59, 999999)) == utc(2026, 1, 1, 9, 30)
+    assert schedule.next_after(datetime(2026, 1, 1, 9, 29, 59, 999999, tzinfo=UTC)) == utc(2026, 1, 1, 9, 30)
 
 
 def test_next_after_ms_agrees_with_next_after() -> None:
@@ -170,7 +170,7 @@ def test_rate_is_anchored_and_never_drifts() -> None:
     schedule = parse_schedule("rate(30 seconds)", anchor=anchor)
     assert schedule.next_after(utc(2026, 1, 1, 0, 0, 7)) == utc(2026, 1, 1, 0, 0, 37)
     # However late the previous run finished, the next one stays on the anchor's grid.
-    assert schedule.next_after(utc(2026, 1, 1, 5, 0, 36, 999000)) == utc(2026, 1, 1, 5, 0, 37)
+    assert schedule.next_after(datetime(2026, 1, 1, 5, 0, 36, 999000, tzinfo=UTC)) == utc(2026, 1, 1, 5, 0, 37)
     assert schedule.next_after(utc(2025, 12, 31, 23, 59, 59)) == utc(2026, 1, 1, 0, 0, 7)
 
 

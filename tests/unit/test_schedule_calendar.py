@@ -8,8 +8,8 @@ import pytest
 from tickwork.schedule import parse_schedule
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def days(expression: str, after: datetime, count: int) -> list[str]:

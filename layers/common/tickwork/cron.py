@@ -186,7 +186,7 @@ class CronExpr:
         day = date.fromordinal(_EPOCH_ORDINAL + days)
         hour, rest = divmod(second_of_day, 3600)
         year, month, moment = day.year, day.month, (hour, *divmod(rest, 60))
-        start_day, last_year = day.day, year + HORIZON_YEARS
+        start_day, last_year = day.day, min(year + HORIZON_YEARS, 9999)
         while year <= last_year:
             if month in self._months:
                 found = self._in_month(year, month, start_day, moment)

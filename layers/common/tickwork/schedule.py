@@ -146,20 +146,21 @@ class CronRule:
         return candidate - late_offset
 
     def _scan(self, wall: int, after: int) -> int | None:
-        periodic = self.expr.periodic_hour
         while (candidate := self.expr.next_wall_s(wall)) is not None:
-            early = candidate - _wall_offset(self.tz, candidate, 0)
-            late = candidate - _wall_offset(self.tz, candidate, 1)
-            if early == late or after < early < late:
-                return early
-            if early < late and periodic:
-                return late
-            if early < late:
-                # A fixed time ran in the first pass: resume after the repeated hour.
-                wall = candidate + _transition(self.tz, early, late) - early - 1
+            fold0 = candidate - _wall_offset(self.tz, candidate, 0)
+            fold1 = candidate - _wall_offset(self.tz, candidate, 1)
+            if fold0 == fold1:
+                return fold0
+            if fold0 < fold1:  # repeated: PEP 495 makes fold=0 the first pass
+                if fold0 > after:
+                    return fold0
+                if self.expr.periodic_hour:
+                    return fold1
+                # A fixed time already ran in the first pass: resume after the repeated hour.
+                wall = candidate + _transition(self.tz, fold0, fold1) - fold0 - 1
                 continue
-            gap_end = _transition(self.tz, late, early)
-            if not periodic:
+            gap_end = _transition(self.tz, fold1, fold0)  # skipped: fold=0 reads it with the old offset
+            if not self.expr.periodic_hour:
                 return gap_end
             wall = gap_end + _offset_at(self.tz, gap_end) - 1
         return None
@@ -201,9 +202,9 @@ class AtRule:
 
 def resolve_wall(tz: ZoneInfo, wall: int) -> int:
     """UTC second of a one-off wall time: the first pass if repeated, the end of the gap if skipped."""
-    early = wall - _wall_offset(tz, wall, 0)
-    late = wall - _wall_offset(tz, wall, 1)
-    return early if early <= late else _transition(tz, late, early)
+    fold0 = wall - _wall_offset(tz, wall, 0)
+    fold1 = wall - _wall_offset(tz, wall, 1)
+    return fold0 if fold0 <= fold1 else _transition(tz, fold1, fold0)
 
 
 class Schedule:

@@ -6,7 +6,8 @@ which is what the API echoes back and what `tickwork.schedule` evaluates.
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from tickwork.cron import DAY_NAMES, MONTH_NAMES, normalize
 from tickwork.errors import ScheduleError
@@ -175,7 +176,7 @@ def _clock(text: str) -> tuple[int, int, int]:
     return hour, minute, second
 
 
-_PHRASE_BUILDERS = {
+_PHRASE_BUILDERS: dict[str, Callable[..., str]] = {
     "rate": _rate_phrase,
     "past": _past_phrase,
     "daily": _daily_phrase,
@@ -257,8 +258,9 @@ def _time_of_day(second: str, minute: str, hour: str) -> str:
     if second == "0":
         parts = [_field_text(minute, "minute"), _during(hour, "hour")]
     else:
-        during_minute = _during(minute, "minute") or ("of every minute" if hour == "*" else "")
-        parts = [_field_text(second, "second"), during_minute, _during(hour, "hour")]
+        of_minute = minute == "*" and second[0] != "*"
+        seconds = _field_text(second, "second") + (" of every minute" if of_minute else "")
+        parts = [seconds, _during(minute, "minute"), _during(hour, "hour")]
     return ", ".join(part for part in parts if part)
 
 
