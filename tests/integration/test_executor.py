@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 import time
 from datetime import datetime, timezone
 
@@ -12,7 +13,7 @@ from tickwork.invoker import ThreadPoolInvoker
 from tickwork.models import Dispatch, executor_event
 from tickwork.poller import Poller
 from tickwork.timeutil import to_ms
-from tickwork.wiring import Services
+from tickwork.wiring import Services, build_services
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -153,3 +154,16 @@ def test_executor_event_groups_several_runs(services: Services, target: Target) 
     assert len(event["dispatches"]) == 3
     assert Executor(services, http_client()).run([Dispatch.from_dict(d) for d in event["dispatches"]]) == ["succeeded"] * 3
     assert len(target.requests) == 3
+
+
+def test_a_deployed_executor_refuses_a_private_target_without_sending(services: Services, target: Target) -> None:
+    """The API refuses private URLs too, but a name can start resolving to one later (DNS rebinding)."""
+    deployed = build_services(replace(services.settings, allow_private_targets=False), invoker=services.invoker)
+    try:
+        _, dispatch = _queued_run(deployed, target, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
+        assert Executor(deployed, http_client()).run([dispatch]) == ["failed"]
+        (attempt,) = attempts(deployed, dispatch.execution_id)
+        assert attempt[4] == "refused: 127.0.0.1 resolves to a loopback address"
+    finally:
+        deployed.close()
+    assert target.requests == []

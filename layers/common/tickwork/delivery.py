@@ -72,15 +72,21 @@ def _truncate(data: bytes) -> str:
 
 
 def send(
-    http: urllib3.PoolManager, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float
+    http: urllib3.PoolManager, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
+    pinned_address: str | None = None,
 ) -> Outcome:
-    """One attempt: no redirects followed (a redirect could point inside the network), no urllib3 retries."""
+    """One attempt: no redirects followed (a redirect could point inside the network), no urllib3 retries.
+
+    With `pinned_address` the connection goes to that IP (the one the SSRF guard checked) while Host,
+    TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
+    """
     headers = {"User-Agent": USER_AGENT, **request.get("headers", {}), **extra_headers}
     body = request.get("body")
     started = time.monotonic()
     try:
-        response = http.request(
-            request.get("method", "GET"), request["url"], body=body.encode() if isinstance(body, str) else body,
+        pool, target = _pool_and_target(http, request["url"], pinned_address, headers)
+        response = pool.urlopen(
+            request.get("method", "GET"), target, body=body.encode() if isinstance(body, str) else body,
             headers=headers, timeout=urllib3.Timeout(total=timeout), retries=False, redirect=False,
             preload_content=False,
         )
@@ -98,6 +104,19 @@ def send(
     elif response.status >= 400:
         error = f"HTTP {response.status}"
     return Outcome(response.status, _truncate(data), error, duration, _retry_after(response.headers, time.time()))
+
+
+def _pool_and_target(
+    http: urllib3.PoolManager, url: str, pinned_address: str | None, headers: dict[str, str]
+) -> tuple[Any, str]:
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if pinned_address is None:
+        return http.connection_from_url(url), path
+    host, port = host_and_port(url)
+    headers["Host"] = parts.netloc.rsplit("@", 1)[-1]
+    tls = {"server_hostname": host, "assert_hostname": host} if parts.scheme == "https" else None
+    return http.connection_from_host(pinned_address, port, parts.scheme, pool_kwargs=tls), path
 
 
 def host_and_port(url: str) -> tuple[str, int]:

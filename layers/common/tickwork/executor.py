@@ -92,22 +92,18 @@ class Executor:
 
     def _send(self, run: StartedExecution) -> delivery.Outcome:
         request = run.request
-        if not self.svc.settings.allow_private_targets:
-            refused = self._refuse_private(request["url"])
-            if refused is not None:
-                return refused
         timeout = min(float(request.get("timeout_seconds", 30)), self.svc.settings.max_request_timeout_seconds)
-        return delivery.send(self.http, request, run_headers(run), timeout)
-
-    def _refuse_private(self, url: str) -> delivery.Outcome | None:
-        host, port = delivery.host_and_port(url)
+        if self.svc.settings.allow_private_targets:
+            return delivery.send(self.http, request, run_headers(run), timeout)
+        host, port = delivery.host_and_port(request["url"])
         try:
-            resolve_public_addresses(host, port, allow_private=False)
+            addresses = resolve_public_addresses(host, port, allow_private=False)
         except UnsafeTargetError as exc:
             return delivery.Outcome(None, None, f"refused: {exc.message}", 0)
         except OSError:
             return delivery.Outcome(None, None, "connection failed: could not resolve host", 0)
-        return None
+        # Connect to the address just checked, so a second DNS answer cannot point inside the network.
+        return delivery.send(self.http, request, run_headers(run), timeout, pinned_address=addresses[0])
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
