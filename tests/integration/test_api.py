@@ -548,3 +548,12 @@ def test_bad_policy_values_are_rejected_naming_the_field(api: Api) -> None:
     for field, value in (("overlap", "sometimes"), ("catchup", "none"), ("catchup_window_seconds", -1)):
         reply = api.call("POST", "/jobs", job_body(**{field: value}))
         assert reply.status == 400 and reply.body["error"]["field"] == field, reply.body
+
+
+def test_deleting_a_job_skips_its_runs_not_started_yet(api: Api, db: Any, services: Services) -> None:
+    job = api.create()
+    queued = api.call("POST", f"/jobs/{job['id']}/run").body
+    assert api.call("DELETE", f"/jobs/{job['id']}").status == 204
+    shown = api.call("GET", f"/executions/{queued['id']}").body
+    assert (shown["status"], shown["last_error"]) == ("skipped", "skipped: the job was deleted")
+    assert executions_store.start_attempt(db, queued["id"], 1) == "duplicate"

@@ -88,12 +88,19 @@ def update_job(conn: Any, job: JobRow) -> bool:
 
 
 def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> bool:
-    """Soft delete: the row stays for its executions' sake; False if there was nothing to delete."""
+    """Soft delete: the row stays for its executions' sake; runs not started yet are skipped with the
+    reason (a run in flight finishes). False if there was nothing to delete."""
     return conn.execute(
-        "UPDATE jobs SET status = 'deleted', deleted_at = %(at)s, updated_at = %(at)s, next_run_at = NULL"
-        f" WHERE id = %(id)s AND {_LIVE}",
+        "WITH deleted AS ("
+        " UPDATE jobs SET status = 'deleted', deleted_at = %(at)s, updated_at = %(at)s, next_run_at = NULL"
+        f" WHERE id = %(id)s AND {_LIVE} RETURNING id"
+        "), cancelled AS ("
+        " UPDATE executions SET status = 'skipped', last_error = 'skipped: the job was deleted',"
+        " next_attempt_at = NULL, finished_at = %(at)s"
+        " WHERE job_id IN (SELECT id FROM deleted) AND status IN ('queued', 'waiting', 'retrying'))"
+        " SELECT count(*) FROM deleted",
         {"id": job_id, "tenant_id": tenant_id, "at": at},
-    ).rowcount == 1
+    ).fetchone()[0] == 1
 
 
 def _params(job: JobRow) -> dict[str, Any]:
