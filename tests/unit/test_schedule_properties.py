@@ -14,7 +14,7 @@ from tickwork.schedule import Schedule, parse_schedule
 
 ZONES = ("America/New_York", "Europe/London", "Australia/Sydney", "Australia/Lord_Howe", "America/Santiago",
          "Europe/Dublin", "America/St_Johns")
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _ints(low: int, high: int) -> st.SearchStrategy[str]:
@@ -140,7 +140,7 @@ _DST_CRON = st.tuples(_SPARSE_SECONDS, _field(0, 59), st.one_of(_field(0, 23), _
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_DST_CRON, st.sampled_from(ZONES), st.integers(0, 1), st.integers(-10_800, 7_200))
 def test_dst_rules_match_the_oracle(expression: str, zone: str, which: int, shift: int) -> None:
     schedule = _parse_or_none(expression, zone)

@@ -267,13 +267,19 @@ def floor_ms(moment: datetime) -> int:
     return (moment - _UTC_EPOCH) // _MS
 
 
-def _aware_ms(moment: datetime | None, field: str) -> int | None:
+def _ceil_ms(moment: datetime) -> int:
     """Rounded up: a run at whole millisecond t is at or after `moment` exactly when t >= this."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime: schedules only take timezone-aware datetimes")
+    return -(-(moment - _UTC_EPOCH) // _MS)
+
+
+def _window_ms(moment: datetime | None, field: str) -> int | None:
     if moment is None:
         return None
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ScheduleError(f"{field} must include a UTC offset", field)
-    return -(-(moment - _UTC_EPOCH) // _MS)
+    return _ceil_ms(moment)
 
 
 def _rule(canonical: str, tz: ZoneInfo, anchor_ms: int) -> Rule:
@@ -327,10 +333,8 @@ def parse_schedule(
     if not isinstance(expression, str) or not expression.strip():
         raise ScheduleError("schedule is empty")
     tz = zone(timezone)
-    start_ms, end_ms = _aware_ms(start_at, "start_at"), _aware_ms(end_at, "end_at")
-    anchor_ms = _aware_ms(anchor, "start_at")
-    if anchor_ms is None:
-        anchor_ms = start_ms
+    start_ms, end_ms = _window_ms(start_at, "start_at"), _window_ms(end_at, "end_at")
+    anchor_ms = start_ms if anchor is None else _ceil_ms(anchor)
     canonical = schedule_text.canonical(expression)
     rule = _rule(canonical, tz, anchor_ms or 0)
     _check_interval(rule, min_interval_seconds)
