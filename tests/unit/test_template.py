@@ -289,6 +289,21 @@ def test_tick_loops_restart_every_minute_and_overlap(resources: dict[str, Any], 
     assert "${TickLoopSeconds}" in json.dumps(props["Definition"])
 
 
+def test_maintenance_runs_every_minute_on_the_poller(resources: dict[str, Any], template: dict[str, Any]) -> None:
+    events = resources["PollerFunction"]["Properties"]["Events"]
+    schedules = [e for e in events.values() if e["Type"] in ("Schedule", "ScheduleV2")]
+    assert len(schedules) == 1
+    props = schedules[0]["Properties"]
+    assert props["ScheduleExpression"] == "rate(1 minute)"
+    # The handler routes on the same event the handler tests use.
+    assert json.loads(props["Input"]) == json.loads((ROOT / "events/poller_maintenance.json").read_text())
+    # A pass that is late or failed is superseded by the next one: nobody should queue or retry it.
+    config = function_props(template, "PollerFunction")["EventInvokeConfig"]
+    assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 60
+    # Two overlapping tick loops plus the pass must fit in the poller's reserved concurrency.
+    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] >= 3
+
+
 # ------------------------------------------------------------------------------ logs, outputs
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
+
+from tickwork.models import Dispatch
 
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
@@ -105,6 +107,7 @@ class DueIndex:
         self.specs_key = f"{tag}:specs"
         self.tick_lock_key = f"{tag}:tick-lock"
         self.marker_key = f"{tag}:index-built"
+        self.maintenance_lock_key = f"{tag}:maintenance-lock"
         self._fetch = redis.register_script(_FETCH_DUE)
         self._claim = redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE_LOCK)
@@ -189,3 +192,42 @@ class DueIndex:
     def release_tick_lock(self, token: str) -> bool:
         """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""
         return bool(self._release(keys=[self.tick_lock_key], args=[token]))
+
+    def rewind_jobs(self, scores: Mapping[str, int]) -> int:
+        """Move each job back to its given score where the indexed one is later; returns how many moved.
+
+        A job not in the set stays out (it may have been paused since the caller read it), and no score
+        ever moves forward. ZADD XX LT needs Redis/Valkey 6.2 or later.
+        """
+        if not scores:
+            return 0
+        members = {job_member(job_id): score for job_id, score in scores.items()}
+        return int(self._redis.zadd(self.due_key, members, xx=True, lt=True, ch=True))
+
+    def restore_executions(self, dispatches: Sequence[Dispatch]) -> int:
+        """Put back one-shot dispatches missing from the set; returns how many were missing.
+
+        One still in the set keeps its score: re-adding is safe to repeat every maintenance run.
+        """
+        if not dispatches:
+            return 0
+        members = {execution_member(d.execution_id, d.attempt): d.fire_at_ms for d in dispatches}
+        return int(self._redis.zadd(self.due_key, members, nx=True))
+
+    def job_states(self, job_ids: Sequence[str]) -> list[tuple[int | None, dict[str, Any] | None]]:
+        """Each job's score and spec as indexed (None where missing), in one round trip."""
+        if not job_ids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.zmscore(self.due_key, [job_member(job_id) for job_id in job_ids])
+        pipe.hmget(self.specs_key, list(job_ids))
+        scores, specs = pipe.execute()
+        return [(None if score is None else int(score), None if spec is None else json.loads(spec))
+                for score, spec in zip(scores, specs)]
+
+    def acquire_maintenance_lock(self, token: str, ttl_ms: int) -> bool:
+        return bool(self._redis.set(self.maintenance_lock_key, token, nx=True, px=ttl_ms))
+
+    def release_maintenance_lock(self, token: str) -> bool:
+        """Like the tick lock: a run that overran its TTL never frees the next run's lock."""
+        return bool(self._release(keys=[self.maintenance_lock_key], args=[token]))

@@ -18,6 +18,15 @@ DEFAULT_TICK_LOCK_MS = 900
 DEFAULT_MIN_INTERVAL_SECONDS = 1
 # Keep the executor well inside its own Lambda timeout.
 DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS = 120
+# Run history is kept for a month; 0 keeps it forever.
+DEFAULT_RETENTION_DAYS = 30
+# A claim younger than this may still be on its way to Postgres; must exceed the lookahead plus one tick.
+DEFAULT_RECONCILE_GRACE_SECONDS = 10
+# A run still queued (or a retry still pending) this long after it was due lost its dispatch event.
+DEFAULT_SWEEP_AFTER_SECONDS = 60
+# Executor Lambda timeout (180 s) minus the longest request (120 s): an attempt older than its request
+# timeout plus this cannot still be running anywhere.
+DEFAULT_LOST_MARGIN_SECONDS = 60
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -48,6 +57,10 @@ class Settings:
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
     min_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS
     max_request_timeout_seconds: int = DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
+    retention_days: int = DEFAULT_RETENTION_DAYS
+    reconcile_grace_seconds: int = DEFAULT_RECONCILE_GRACE_SECONDS
+    sweep_after_seconds: int = DEFAULT_SWEEP_AFTER_SECONDS
+    lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -68,4 +81,8 @@ class Settings:
             max_request_timeout_seconds=_int(
                 env, "TICKWORK_MAX_REQUEST_TIMEOUT_SECONDS", DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
             ),
+            retention_days=_int(env, "TICKWORK_RETENTION_DAYS", DEFAULT_RETENTION_DAYS),
+            reconcile_grace_seconds=_int(env, "TICKWORK_RECONCILE_GRACE_SECONDS", DEFAULT_RECONCILE_GRACE_SECONDS),
+            sweep_after_seconds=_int(env, "TICKWORK_SWEEP_AFTER_SECONDS", DEFAULT_SWEEP_AFTER_SECONDS),
+            lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
         )
