@@ -21,7 +21,7 @@ from tickwork_local.config import DEFAULT_HOST, DEFAULT_PORT
 from tickwork_local.executors import LocalInvoker
 from tickwork_local.functions import FUNCTIONS_DIR, Functions
 from tickwork_local.server import ApiServer
-from tickwork_local.ticker import Ticker
+from tickwork_local.ticker import MAINTENANCE_EVENT, MAINTENANCE_PERIOD_SECONDS, Ticker
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class LocalRuntime:
         self._invoker: LocalInvoker | None = None
         self._server: ApiServer | None = None
         self._ticker: Ticker | None = None
+        self._maintenance: Ticker | None = None
 
     @property
     def api_url(self) -> str:
@@ -72,8 +73,11 @@ class LocalRuntime:
         configure(self._services)
         self._prepare_data(self._services)
         self._ticker = Ticker(functions.poller)
+        self._maintenance = Ticker(functions.poller, period=MAINTENANCE_PERIOD_SECONDS, event=MAINTENANCE_EVENT,
+                                   name="tickwork-maintenance")
         self._server.start()
         self._ticker.start()
+        self._maintenance.start()
 
     def _prepare_data(self, svc: Services) -> None:
         """Schema up to date, a key to call the API with, and a due index that agrees with Postgres."""
@@ -87,8 +91,9 @@ class LocalRuntime:
 
     def stop(self) -> None:
         """Stop ticking, stop serving, give executors a short grace, then release every client."""
-        if self._ticker is not None:
-            self._ticker.stop(timeout=SHUTDOWN_GRACE_SECONDS)
+        for ticker in (self._ticker, self._maintenance):
+            if ticker is not None:
+                ticker.stop(timeout=SHUTDOWN_GRACE_SECONDS)
         if self._server is not None:
             self._server.stop(timeout=SHUTDOWN_GRACE_SECONDS)
         if self._invoker is not None and not self._invoker.close(SHUTDOWN_GRACE_SECONDS):
@@ -97,4 +102,4 @@ class LocalRuntime:
         if self._services is not None:
             configure(None)
             self._services.close()
-        self._ticker = self._server = self._invoker = self._services = None
+        self._ticker = self._maintenance = self._server = self._invoker = self._services = None

@@ -1,11 +1,15 @@
-"""The Step Functions loop, locally: call the poller at every whole second of wall-clock time."""
+"""The Step Functions loop, locally: call the poller at every whole second of wall-clock time.
+
+The same class, with a period of a minute and the maintenance event, stands in for the EventBridge
+schedule that runs maintenance in AWS: a thread of its own, so a long pass never delays a tick.
+"""
 from __future__ import annotations
 
 import logging
 import math
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from tickwork_local.functions import LambdaFunction
 
@@ -14,17 +18,26 @@ logger = logging.getLogger(__name__)
 EVENT_SOURCE = "tickwork-local"
 
 
-def next_boundary(now: float) -> float:
-    """The first whole second strictly after `now`: a tick that overran skips ahead, it never bunches up."""
-    return math.floor(now) + 1.0
+MAINTENANCE_PERIOD_SECONDS = 60.0
+MAINTENANCE_EVENT = {"task": "maintenance"}
+
+
+def next_boundary(now: float, period: float = 1.0) -> float:
+    """The first period boundary strictly after `now`: a tick that overran skips ahead, never bunches up."""
+    return (math.floor(now / period) + 1.0) * period
 
 
 class Ticker:
-    def __init__(self, poller: LambdaFunction, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, poller: LambdaFunction, clock: Callable[[], float] = time.time, period: float = 1.0,
+        event: dict[str, Any] | None = None, name: str = "tickwork-ticker",
+    ) -> None:
         self._poller = poller
         self._clock = clock
+        self._period = period
+        self._event = event
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tickwork-ticker", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -36,7 +49,7 @@ class Ticker:
 
     def _run(self) -> None:
         tick = 0
-        while self._sleep_until(next_boundary(self._clock())):
+        while self._sleep_until(next_boundary(self._clock(), self._period)):
             tick += 1
             self._tick(tick)
 
@@ -54,6 +67,6 @@ class Ticker:
     def _tick(self, number: int) -> None:
         # The poller logs its own line when a tick dispatched something; only failures are the loop's.
         try:
-            self._poller.invoke({"source": EVENT_SOURCE, "tick": number})
+            self._poller.invoke(self._event or {"source": EVENT_SOURCE, "tick": number})
         except Exception:  # the loop must outlive a failed tick, as the state machine's retry does
-            logger.exception("poller tick %d failed", number)
+            logger.exception("poller invocation %d (%s) failed", number, self._event or "tick")
