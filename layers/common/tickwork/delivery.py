@@ -19,6 +19,8 @@ from tickwork.retry import is_retryable_status
 # Enough of a response to debug a failing target; history rows stay small.
 MAX_STORED_BODY_BYTES = 4096
 USER_AGENT = "Tickwork/0.1"
+# Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
+DEFAULT_TIMEOUT_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,11 @@ def _pool_and_target(
     headers["Host"] = parts.netloc.rsplit("@", 1)[-1]
     tls = {"server_hostname": host, "assert_hostname": host} if parts.scheme == "https" else None
     return http.connection_from_host(pinned_address, port, parts.scheme, pool_kwargs=tls), path
+
+
+def request_timeout_seconds(request: Mapping[str, Any], ceiling: float) -> float:
+    """The timeout the executor gives a job's request (the sweeper waits at least this long too)."""
+    return min(float(request.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)), ceiling)
 
 
 def host_and_port(url: str) -> tuple[str, int]:

@@ -92,7 +92,7 @@ class Executor:
 
     def _send(self, run: StartedExecution) -> delivery.Outcome:
         request = run.request
-        timeout = min(float(request.get("timeout_seconds", 30)), self.svc.settings.max_request_timeout_seconds)
+        timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
         if self.svc.settings.allow_private_targets:
             return delivery.send(self.http, request, run_headers(run), timeout)
         host, port = delivery.host_and_port(request["url"])

@@ -16,11 +16,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
 from tickwork import retry
+from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
 from tickwork.models import Dispatch
 from tickwork.reconcile import rebuild_index, rewind_unrecorded_claims
@@ -41,7 +42,6 @@ MAX_BATCHES = 20
 # The poller ticks once a second: a claim is in flight for at most the lookahead plus one tick.
 TICK_MS = 1000
 # What the executor uses when a job's request sets no timeout.
-DEFAULT_REQUEST_TIMEOUT_SECONDS = 30
 
 
 @dataclass
@@ -139,11 +139,6 @@ def expire_running(conn: Any, index: DueIndex, now: datetime, settings: Settings
     return ended["retrying"], ended["lost"]
 
 
-def request_timeout_seconds(request: Mapping[str, Any], ceiling: float) -> float:
-    """The timeout the executor gives a job's request."""
-    return min(float(request.get("timeout_seconds", DEFAULT_REQUEST_TIMEOUT_SECONDS)), ceiling)
-
-
 def judge_running(run: store.RunningAttempt, now: datetime, settings: Settings) -> LostAttempt | None:
     """None while the attempt's executor may still report; otherwise how to end the attempt."""
     limit = request_timeout_seconds(run.request, settings.max_request_timeout_seconds) + settings.lost_margin_seconds
@@ -166,9 +161,6 @@ def end_attempt(conn: Any, index: DueIndex, run: store.RunningAttempt, lost: Los
         return False
     if decision.next_attempt_at is not None:
         index.schedule_execution(run.execution_id, run.attempt + 1, to_ms(decision.next_attempt_at))
-    elif released is None:
-        # The run is over: a run parked behind it (overlap queue_one) may start now.
-        released = executions_store.promote_waiting(conn, run.execution_id)
     if released is not None:
         index.schedule_execution(released, 1, to_ms(now))
     return True

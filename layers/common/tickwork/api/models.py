@@ -8,12 +8,11 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from tickwork.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
 from tickwork.retry import DEFAULT_DELAY_SECONDS, DEFAULT_MAX_ATTEMPTS, DEFAULT_STRATEGY, MAX_DELAY_SECONDS
 from tickwork.targets import MAX_URL_LENGTH
 
-# Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
-DEFAULT_TIMEOUT_SECONDS = 30
 # Past this many attempts a failing target needs fixing, not retrying.
 MAX_ATTEMPTS = 10
 # A job is a trigger, not a file upload; the body lives in a Postgres row read on every run.

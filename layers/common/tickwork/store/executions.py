@@ -193,8 +193,19 @@ RETURNING id::text
 """
 
 
+# The same per-job lock as _start_guarded: a run being parked `waiting` right now is seen, not stranded.
+_LOCK_JOB_OF = """
+SELECT pg_advisory_xact_lock(hashtextextended(e.job_id::text, 0))
+  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %s AND j.overlap <> 'allow'
+"""
+FINAL_STATUSES = ("succeeded", "failed", "lost")
+
+
 def promote_waiting(conn: Any, finished_execution_id: str) -> str | None:
-    """A run ended: the run waiting behind it (overlap queue_one), if any, becomes queued."""
+    """A run ended: the run waiting behind it (overlap queue_one), if any, becomes queued.
+
+    Call inside the transaction that ended the run, so the lock covers both."""
+    conn.execute(_LOCK_JOB_OF, (finished_execution_id,))
     row = conn.execute(_PROMOTE_WAITING, (finished_execution_id,)).fetchone()
     return None if row is None else row[0]
 
@@ -210,7 +221,7 @@ def finish_attempt(
     with conn.transaction():
         updated = conn.execute(
             "UPDATE executions SET status = %s, next_attempt_at = %s, last_error = %s,"
-            " finished_at = CASE WHEN %s IN ('succeeded', 'failed') THEN now() END"
+            " finished_at = CASE WHEN %s IN ('succeeded', 'failed', 'lost') THEN now() END"
             " WHERE id = %s AND status = 'running' AND attempt_count = %s",
             (status, next_attempt_at, attempt.error, status, execution_id, attempt.number),
         ).rowcount
@@ -222,5 +233,5 @@ def finish_attempt(
             (execution_id, attempt.number, attempt.started_at, attempt.duration_ms,
              attempt.status_code, attempt.response_body, attempt.error),
         )
-        promoted = promote_waiting(conn, execution_id) if status in ("succeeded", "failed") else None
+        promoted = promote_waiting(conn, execution_id) if status in FINAL_STATUSES else None
     return True, promoted
