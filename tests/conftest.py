@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import tempfile
 import uuid
 from pathlib import Path
@@ -22,6 +23,8 @@ from tickwork.settings import Settings
 from tickwork.wiring import Services, build_services, configure
 
 ROOT = Path(__file__).resolve().parent.parent
+# Metrics are printed as EMF log lines; tests that check them switch them back on.
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 EVENTS = ROOT / "events"
 
 

@@ -26,6 +26,10 @@ class LocalConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LocalConfig:
+        if env is None:
+            # CloudWatch metrics are EMF lines on stdout: in AWS the log service reads them, here they
+            # would drown the console. POWERTOOLS_METRICS_DISABLED=false brings them back.
+            os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
         env = dict(os.environ if env is None else env)
         return cls(
             data_dir=Path(env.get("TICKWORK_DATA_DIR") or DEFAULT_DATA_DIR),

@@ -1,6 +1,7 @@
 """Poller ticks against real Postgres and Redis."""
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -8,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from tests.integration.helpers import due_index, executions, insert_job
 from tickwork import scheduling
 from tickwork.dueindex import Claim
-from tickwork.poller import Poller, TickResult
+from tickwork.poller import Poller, TickResult, handle_tick
 from tickwork.store import jobs as jobs_store
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, to_ms
@@ -95,7 +96,7 @@ def test_postgres_alone_refuses_a_slot_recorded_twice(services: Services) -> Non
     with services.db.connection() as conn:
         first = executions_store.record_claims(conn, [slot])
         second = executions_store.record_claims(conn, [slot])
-    assert len(first) == 1 and second == []
+    assert len(first.runs) == 1 and second.runs == []
 
 
 def test_stale_schedule_version_is_not_recorded(services: Services) -> None:
@@ -103,7 +104,7 @@ def test_stale_schedule_version_is_not_recorded(services: Services) -> None:
     with services.db.connection() as conn:
         conn.execute("UPDATE jobs SET version = 2 WHERE id = %s", (job_id,))
         recorded = executions_store.record_claims(conn, [executions_store.Slot(job_id, T0, T0, 1, T0)])
-    assert recorded == []
+    assert recorded.runs == []
 
 
 def test_one_shot_entries_are_dispatched_once(services: Services, invoker) -> None:
@@ -135,7 +136,7 @@ def test_poller_stopped_two_hours_respects_the_catch_up_window(services: Service
     one `missed` row, the next future slot scheduled, and no burst of stale runs."""
     job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
     now = T0 + timedelta(hours=2, seconds=5)
-    Poller(services).tick(to_ms(now))
+    assert Poller(services).tick(to_ms(now)).missed == 120
     Poller(services).tick(to_ms(now) + 1000)
     rows = executions(services, job_id)
     assert [(r[1], r[2]) for r in rows] == [(T0, "missed"), (T0 + timedelta(hours=2), "queued")]
@@ -187,3 +188,14 @@ def test_a_claim_lost_before_postgres_is_recorded_missed_by_the_next_claim(servi
     Poller(services).tick(to_ms(T0) + 100)
     assert [(r[1], r[2]) for r in executions(services, job_id)] == [
         (T0, "missed"), (T0 + timedelta(seconds=1), "queued")]
+
+
+def test_a_tick_reports_its_counts_as_cloudwatch_metrics(services: Services, invoker, monkeypatch, capsys) -> None:
+    insert_job(services, schedule="* * * * *", next_run_at=T0)
+    insert_job(services, schedule="* * * * *", next_run_at=T0 - timedelta(hours=1))
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    handle_tick(services, lambda: to_ms(T0) / 1000)
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+    names = {m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Tickwork"
+    assert (sum(line["Dispatched"]), sum(line["MissedRuns"])) == (2, 60) and {"Dispatched", "MissedRuns"} <= names

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import urllib3
 from aws_lambda_powertools import Logger
 
-from tickwork import delivery, retry
+from tickwork import delivery, metrics, retry
 from tickwork.dueindex import DueIndex
 from tickwork.errors import UnsafeTargetError
 from tickwork.models import Dispatch, StartedExecution
@@ -60,6 +60,7 @@ class Executor:
         if isinstance(started, str):
             logger.info("run not started", extra={"execution_id": dispatch.execution_id,
                                                   "attempt": dispatch.attempt, "reason": started})
+            metrics.record_not_started(started)
             return started
         return self._attempt(started)
 
@@ -83,11 +84,13 @@ class Executor:
             self.index.schedule_execution(run.id, run.attempt + 1, to_ms(decision.next_attempt_at))
         if released is not None:
             self.index.schedule_execution(released, 1, int(self.clock() * 1000))
+        lag_ms = to_ms(started_at) - to_ms(run.scheduled_for)
         logger.info("attempt finished", extra={
             "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": decision.status,
             "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
-            "lag_ms": int(started_at.timestamp() * 1000) - to_ms(run.scheduled_for),
+            "lag_ms": lag_ms,
         })
+        metrics.record_attempt(decision.status, lag_ms if run.attempt == 1 else 0, outcome.duration_ms)
         return decision.status if kept else "superseded"
 
     def _send(self, run: StartedExecution) -> delivery.Outcome:
@@ -117,5 +120,7 @@ def run_headers(run: StartedExecution) -> dict[str, str]:
 
 
 def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
-    outcomes = Executor(svc, http_client()).run(dispatches)
-    return {"outcomes": outcomes}
+    try:
+        return {"outcomes": Executor(svc, http_client()).run(dispatches)}
+    finally:
+        metrics.flush()

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
-from tickwork import retry
+from tickwork import metrics, retry
 from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
 from tickwork.models import Dispatch
@@ -88,6 +88,8 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
 def handle_maintenance(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
     report = run_maintenance(svc, datetime.fromtimestamp(clock(), tz=timezone.utc))
     logger.info("maintenance finished", extra=report.as_dict())
+    metrics.record_maintenance(report)
+    metrics.flush()
     return {"task": "maintenance", **report.as_dict()}
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
-from tickwork import scheduling
+from tickwork import metrics, scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex
 from tickwork.errors import ScheduleError
 from tickwork.models import Dispatch
@@ -40,6 +40,7 @@ class TickResult:
     redis_round_trips: int = 0
     postgres_round_trips: int = 0
     rebuilt: bool = False
+    missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -143,7 +144,8 @@ class Poller:
             with self.svc.db.connection() as conn:
                 recorded = executions_store.record_claims(conn, slots)
             result.postgres_round_trips += 1
-            dispatches += [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded]
+            result.missed += recorded.missed
+            dispatches += [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded.runs]
         if dispatches:
             self.svc.invoker.invoke(dispatches)
             result.dispatched += len(dispatches)
@@ -180,6 +182,8 @@ def next_tick_at(now: float) -> str:
 
 def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
     result = Poller(svc).tick(int(clock() * 1000))
-    if result.dispatched:
+    if result.dispatched or result.missed:
         logger.info("tick dispatched runs", extra=result.as_dict())
+    metrics.record_tick(result)
+    metrics.flush()
     return {"next_tick_at": next_tick_at(clock()), **result.as_dict()}

@@ -43,7 +43,7 @@ SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.mis
        CASE WHEN r.status = 'missed' THEN now() END
   FROM runs r JOIN advanced a ON a.id = r.job_id
 ON CONFLICT (job_id, scheduled_for) DO NOTHING
-RETURNING id::text, job_id::text, scheduled_for, status
+RETURNING id::text, job_id::text, scheduled_for, status, coalesce(missed_count, 1)
 """
 LOST_CLAIM_NOTE = (
     "missed from this slot on: its claim was lost between Redis and Postgres (a poller stopped mid-tick) "
@@ -76,13 +76,16 @@ class Slot:
         return rows
 
 
-def record_claims(conn: Any, slots: list[Slot]) -> list[tuple[str, str, datetime]]:
-    """Record won claims in one statement; returns (execution_id, job_id, slot) of the runs to dispatch.
+@dataclass(frozen=True)
+class Recorded:
+    runs: list[tuple[str, str, datetime]]  # (execution_id, job_id, slot) to dispatch: only the inserter may
+    missed: int  # slots recorded missed
 
-    Only the caller that gets a row back may dispatch it.
-    """
+
+def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
+    """Record won claims in one statement."""
     if not slots:
-        return []
+        return Recorded([], 0)
     rows = [(job_row, s.job_id) for s in slots for job_row in s.rows()]
     params = {
         "job_ids": [s.job_id for s in slots],
@@ -98,7 +101,8 @@ def record_claims(conn: Any, slots: list[Slot]) -> list[tuple[str, str, datetime
         "lost_note": LOST_CLAIM_NOTE,
     }
     inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
-    return [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
+    runs = [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
+    return Recorded(runs, sum(r[4] for r in inserted if r[3] == "missed"))
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:

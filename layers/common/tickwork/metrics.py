@@ -1,0 +1,60 @@
+"""CloudWatch metrics in the embedded metric format (Powertools): no API calls, one log line a flush.
+
+Every handler flushes once per invocation; an invocation that recorded nothing writes nothing.
+Set POWERTOOLS_METRICS_DISABLED=true to silence them (the local runtime and the tests do).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+NAMESPACE = "Tickwork"
+
+_metrics = Metrics(namespace=NAMESPACE)
+# Grouped runs are executed on threads of one invocation; Powertools' metric set is a plain dict.
+_lock = threading.Lock()
+
+
+def count(name: str, value: float = 1) -> None:
+    if value:
+        with _lock:
+            _metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def milliseconds(name: str, value: float) -> None:
+    with _lock:
+        _metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+
+
+def record_tick(result: Any) -> None:
+    count("Dispatched", result.dispatched)
+    count("MissedRuns", result.missed)
+    count("IndexRebuilds", int(result.rebuilt))
+
+
+def record_attempt(status: str, lag_ms: int, duration_ms: int) -> None:
+    count(f"Runs{status.capitalize()}")
+    milliseconds("FireLag", max(lag_ms, 0))
+    milliseconds("RequestDuration", duration_ms)
+
+
+def record_not_started(reason: str) -> None:
+    """A dispatch that did not run: a duplicate delivery, or an overlap policy's skip/wait."""
+    count({"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}.get(
+        reason, "RunsNotStarted"))
+
+
+def record_maintenance(report: Any) -> None:
+    for name in ("rewound", "redispatched", "retried", "lost", "pruned"):
+        count(f"Maintenance{name.capitalize()}", getattr(report, name))
+
+
+def flush() -> None:
+    with _lock:
+        if _metrics.metric_set:
+            _metrics.flush_metrics()
+        # Disabled metrics are not printed, and Powertools then keeps them: never carry them over.
+        _metrics.clear_metrics()
