@@ -6,21 +6,11 @@ from typing import Any, Callable
 import pytest
 
 from tests.conftest import load_event
-from tests.integration.test_api import EVENT_TOKEN, Api, Reply, job_body, use_settings
-from tickwork.dueindex import DueIndex
-from tickwork.store.tenants import create_api_key, create_tenant
+from tests.integration.test_api import EVENT_TOKEN, Api, Reply, api, job_body, use_settings  # noqa: F401 (fixture)
 from tickwork.wiring import Services
 
 SECRET = "s3cr3t-value-never-echoed"
 UUID = "5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17"
-
-
-@pytest.fixture
-def api(services: Services, db: Any, handler: Callable[[str], Any]) -> Api:
-    use_settings(services, allow_private_targets=False)
-    tenant_id = create_tenant(db, "tenant-a")
-    create_api_key(db, tenant_id, token=EVENT_TOKEN)
-    return Api(handler("api"), EVENT_TOKEN, tenant_id, DueIndex(services.redis, services.settings.namespace))
 
 
 def assert_error(reply: Reply, status: int, code: str, field: str | None) -> None:
@@ -35,6 +25,11 @@ INVALID_JOBS = [
     pytest.param(job_body(schedule="every blue moon"), "invalid_schedule", "schedule", id="bad-schedule"),
     pytest.param(job_body(schedule="0 0 25 * * *"), "invalid_schedule", "schedule", id="hour-out-of-range"),
     pytest.param(job_body(timezone="Mars/Olympus_Mons"), "invalid_schedule", "timezone", id="bad-time-zone"),
+    pytest.param(job_body(schedule="* * * *"), "invalid_schedule", "schedule", id="wrong-field-count"),
+    pytest.param(job_body(schedule="*/0 * * * *"), "invalid_schedule", "schedule", id="zero-step"),
+    pytest.param(job_body(schedule="0 9 * * FUNDAY"), "invalid_schedule", "schedule", id="unknown-name"),
+    pytest.param(job_body(schedule="0 0 30 2 *"), "invalid_schedule", "schedule", id="never-fires"),
+    pytest.param(job_body(schedule="at(2001-01-01T00:00:00)"), "invalid_schedule", "schedule", id="at-in-the-past"),
     pytest.param(job_body(request={"url": "ftp://example.com/file"}), "invalid_request", "request.url", id="ftp"),
     pytest.param(job_body(request={"url": "https:///no-host"}), "invalid_request", "request.url", id="no-host"),
     pytest.param(job_body(request={"url": "not a url"}), "invalid_request", "request.url", id="not-a-url"),
@@ -234,3 +229,11 @@ def test_wrong_method_is_a_405_listing_the_allowed_ones(api: Api, method: str, p
     reply = api.call(method, path)
     assert_error(reply, 405, "method_not_allowed", None)
     assert reply.headers["Allow"] == allowed
+
+
+def test_an_interval_below_the_configured_minimum_is_a_400(api: Api, services: Services) -> None:
+    use_settings(services, allow_private_targets=False, min_interval_seconds=30)
+    reply = api.call("POST", "/jobs", job_body(schedule="*/10 * * * * *"))
+    assert_error(reply, 400, "invalid_schedule", "schedule")
+    assert "minimum" in reply.body["error"]["message"]
+    assert api.call("POST", "/jobs", job_body(schedule="*/30 * * * * *")).status == 201
