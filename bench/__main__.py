@@ -1,0 +1,250 @@
+"""`python -m bench` (`make bench`): every benchmark of issue 4, Tickwork and the 0cron baseline in one run.
+
+Prints the machine and a table with both side by side; a full run (no --quick, no --only) also rewrites
+the results section of docs/benchmarks.md. Everything runs against DATABASE_URL / REDIS_URL (default:
+the local servers), in a fresh schema and key namespace per benchmark, dropped afterwards.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import baseline_0cron, burst, idle, steady
+from bench.harness import Servers, capture_logs
+from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
+from bench.target import Target
+
+PHASES = ("burst", "steady", "idle", "schedule")
+DOC = ROOT / "docs" / "benchmarks.md"
+MIB = 1024 * 1024
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="steady for 10 s instead of 60 s; doc left alone")
+    parser.add_argument("--only", action="append", choices=PHASES, help="run only this benchmark (repeatable)")
+    parser.add_argument("--burst-jobs", type=int, default=10_000)
+    parser.add_argument("--steady-jobs", type=int, default=1_000)
+    parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
+    parser.add_argument("--idle-jobs", type=int, default=100_000)
+    parser.add_argument("--rebuild", action="store_true", help="also time a full index rebuild (idle jobs)")
+    parser.add_argument("--workers", type=int, default=64,
+                        help="executor pool width, Tickwork and baseline alike (the local runtime's 64)")
+    parser.add_argument("--db-pool", type=int, default=16, help="Postgres connections of the executors")
+    parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
+    parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
+    return parser.parse_args(argv)
+
+
+def servers() -> Servers:
+    defaults = Servers()
+    return Servers(os.environ.get("DATABASE_URL") or defaults.database_url,
+                   os.environ.get("REDIS_URL") or defaults.redis_url)
+
+
+def run_burst(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str, Any]:
+    n, w, p = args.burst_jobs, args.workers, args.db_pool
+    return {
+        "tickwork_poller_alone": burst.run(srv, target, n, w, p, executors=False),
+        "baseline_poll_alone": baseline_0cron.run_burst(srv, target, n, w, p, execute=False),
+        "tickwork": burst.run(srv, target, n, w, p, executors=True),
+        "baseline": baseline_0cron.run_burst(srv, target, n, w, p),
+    }
+
+
+def run_steady(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str, Any]:
+    n, s, w, p = args.steady_jobs, args.steady_seconds, args.workers, args.db_pool
+    return {
+        "tickwork_poller_alone": burst.run(srv, target, n, w, p, executors=False),
+        "tickwork": steady.run(srv, target, n, s, w, p),
+        "baseline": baseline_0cron.run_steady(srv, target, n, s, w, p),
+    }
+
+
+def run_schedule() -> str:
+    """bench/bench_schedule.py (next-fire maths, µs per call), as its own table."""
+    from bench import bench_schedule
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bench_schedule.main()
+    return out.getvalue()
+
+
+def burst_rows(r: dict[str, Any], n: int) -> list[tuple[str, ...]]:
+    alone, base_alone, tw, base = r["tickwork_poller_alone"], r["baseline_poll_alone"], r["tickwork"], r["baseline"]
+    tw_d, base_d = tw["deliveries"], base["deliveries"]
+    tick = alone["tick"]
+    return [
+        (f"Burst: {n:,} jobs due in one second",),
+        ("dispatched: tick start → last hand-off, poller alone", seconds(alone["dispatch_seconds"]),
+         seconds(base_alone["dispatch_seconds"]), ratio(alone["dispatch_seconds"], base_alone["dispatch_seconds"]),
+         verdict(alone["dispatch_seconds"], 1.0, seconds)),
+        ("dispatched: same, executors running in-process", seconds(tw["dispatch_seconds"]),
+         seconds(base["dispatch_seconds"]), ratio(tw["dispatch_seconds"], base["dispatch_seconds"]),
+         verdict(tw["dispatch_seconds"], 1.0, seconds)),
+        ("all arrived: last request at target − due second", seconds(tw["all_arrived_after_due_seconds"]),
+         seconds(base["all_arrived_after_due_seconds"]),
+         ratio(tw["all_arrived_after_due_seconds"], base["all_arrived_after_due_seconds"])),
+        ("send lag p50 / p99 / max", lags(tw_d["send_lag_ms"]), lags(base_d["send_lag_ms"]),
+         ratio(tw_d["send_lag_ms"]["p99"], base_d["send_lag_ms"]["p99"]) + " (p99)"),
+        ("delivered / dropped / duplicate", _counts(tw_d, tw["statuses"]), _counts(base_d), "", _lost_verdict(tw_d)),
+        ("poller round trips for the burst: Redis / Postgres",
+         f"{tick['redis_round_trips']} / {tick['postgres_round_trips']} ({tick['batches']} batches, 1 tick)",
+         f"{base_alone['tick']['redis_round_trips']:,} / 0 (+3 Postgres, 2 Redis per run in its tasks)",
+         ratio(tick["redis_round_trips"], base_alone["tick"]["redis_round_trips"]) + " (Redis)"),
+    ]
+
+
+def steady_rows(r: dict[str, Any], n: int, s: int) -> list[tuple[str, ...]]:
+    tw, base, alone = r["tickwork"], r["baseline"], r["tickwork_poller_alone"]
+    tw_d, base_d = tw["deliveries"], base["deliveries"]
+    return [
+        (f"Steady: {n:,} jobs every second for {s} s",),
+        ("send lag p50 / p99 / max (scheduled → request sent)", lags(tw_d["send_lag_ms"]), lags(base_d["send_lag_ms"]),
+         ratio(tw_d["send_lag_ms"]["p99"], base_d["send_lag_ms"]["p99"]) + " (p99)",
+         verdict(tw_d["send_lag_ms"]["p99"], 100, ms) + " (p99)"),
+        ("arrival lag p50 / p99 / max (scheduled → target)", lags(tw_d["arrival_lag_ms"]),
+         lags(base_d["arrival_lag_ms"]), ratio(tw_d["arrival_lag_ms"]["p99"], base_d["arrival_lag_ms"]["p99"]) + " (p99)"),
+        ("delivered / dropped / duplicate", _counts(tw_d, tw["statuses"]), _counts(base_d), "", _lost_verdict(tw_d)),
+        ("ticks run / due; tick p50 / max", _ticks(tw["ticks"]), _ticks(base["ticks"])),
+        (f"poller alone, one second of {n:,} runs: tick", seconds(alone["dispatch_seconds"]), "", "",
+         verdict(alone["dispatch_seconds"], 1.0, seconds)),
+    ]
+
+
+def idle_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    empty, full, base, child = r["tickwork_empty"], r["tickwork_full"], r["baseline_full"], r["poller_process"]
+    rows = [
+        (f"Idle: nothing due, {r['jobs']:,} jobs scheduled",),
+        ("idle tick p50 (p99), 0 jobs indexed", f"{ms(empty['p50_ms'])} ({ms(empty['p99_ms'])})"),
+        (f"idle tick p50 (p99), {r['jobs']:,} jobs indexed", f"{ms(full['p50_ms'])} ({ms(full['p99_ms'])})",
+         f"{ms(base['p50_ms'])} ({ms(base['p99_ms'])})", ratio(full["p50_ms"], base["p50_ms"])),
+        ("round trips per idle tick", f"{full['tick']['redis_round_trips']} Redis (lock, fetch, release)",
+         "1 Redis (ZRANGEBYSCORE)", ratio(full["tick"]["redis_round_trips"], 1)),
+        ("poller process RSS after idle ticks", f"{child['after_ticks']['VmRSS'] / 1024:.0f} MiB "
+         f"(peak {child['after_ticks']['VmHWM'] / 1024:.0f} MiB)"),
+        (f"Redis memory for {r['jobs']:,} jobs", f"{r['tickwork_redis_bytes'] / MIB:.1f} MiB (due set + specs)",
+         f"{r['baseline_redis_bytes'] / MIB:.1f} MiB (sorted set)",
+         ratio(r["tickwork_redis_bytes"], r["baseline_redis_bytes"])),
+    ]
+    if "rebuild_seconds" in child:
+        rows.append((f"index rebuild from Postgres, {r['jobs']:,} jobs (one tick)",
+                     f"{seconds(child['rebuild_seconds'])}, peak RSS {child['after_rebuild']['VmHWM'] / 1024:.0f} MiB"))
+    return rows
+
+
+def _counts(d: dict[str, Any], statuses: dict[str, int] | None = None) -> str:
+    """Delivered / dropped / duplicate; for Tickwork, how many dropped slots Postgres recorded `missed`."""
+    dropped = f"{d['dropped']:,}"
+    if statuses is not None and d["dropped"]:
+        dropped += f" ({statuses.get('missed', 0):,} recorded missed)"
+    elif statuses is None and d["dropped"]:
+        dropped += " (no record)"
+    return f"{d['delivered']:,} / {dropped} / {d['duplicates']:,}"
+
+
+def _lost_verdict(d: dict[str, Any]) -> str:
+    clean = d["dropped"] == 0 and d["duplicates"] == 0
+    return "0 dropped, 0 duplicate: " + ("met" if clean else "MISSED")
+
+
+def _ticks(t: dict[str, Any]) -> str:
+    return f"{t['count']} / {t['expected']}; {ms(t['p50_ms'])} / {ms(t['max_ms'])}"
+
+
+def command_line(argv: list[str]) -> str:
+    return " ".join([".venv/bin/python -m bench", *argv])
+
+
+def section(
+    env: dict[str, str], argv: list[str], rows: list[tuple[str, ...]], notes: list[str], took: float, extra: str,
+) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"Command: `{command_line(argv)}` (`make bench`), {took:.0f} s, {when}.", ""]
+    lines += [f"- {key}: {value}" for key, value in env.items()]
+    lines += ["", table(rows), ""]
+    if extra:
+        lines += ["Schedule maths (`bench/bench_schedule.py`, part of the same run):", "", "```", extra.rstrip(), "```", ""]
+    if notes:
+        lines += ["Warnings logged during the run (counted, not printed):", ""] + [f"- `{n}`" for n in notes]
+    return "\n".join(lines)
+
+
+class _LineSink(io.TextIOBase):
+    """Stands in for stdout while benchmarks run: the executor's metric lines (Powertools EMF) are still
+    built and written, as in Lambda, but counted instead of flooding the terminal."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.lines += text.count("\n")
+        return len(text)
+
+
+def main(argv: list[str]) -> int:
+    sink = _LineSink()
+    with contextlib.redirect_stdout(sink):
+        code = _main(argv, sys.__stdout__)
+    print(f"({sink.lines:,} lines written to stdout by Tickwork during the run, metrics in the embedded metric format)")
+    return code
+
+
+def _main(argv: list[str], out: Any) -> int:
+    args = parse_args(argv)
+    args.steady_seconds = args.steady_seconds or (10 if args.quick else 60)
+    phases = args.only or list(PHASES)
+    tally = capture_logs()
+    srv = servers()
+    env = machine(srv)
+    print("\n".join(f"{k}: {v}" for k, v in env.items()), flush=True, file=out)
+    started = time.time()
+    results: dict[str, Any] = {"machine": env, "args": {k: str(v) for k, v in vars(args).items()}}
+    rows: list[tuple[str, ...]] = []
+    with Target() as target:
+        if "burst" in phases:
+            print("burst ...", flush=True, file=out)
+            results["burst"] = run_burst(srv, target, args)
+            rows += burst_rows(results["burst"], args.burst_jobs)
+        if "steady" in phases:
+            print(f"steady ({args.steady_seconds} s, twice) ...", flush=True, file=out)
+            results["steady"] = run_steady(srv, target, args)
+            rows += steady_rows(results["steady"], args.steady_jobs, args.steady_seconds)
+    if "idle" in phases:
+        print("idle ...", flush=True, file=out)
+        results["idle"] = idle.run(srv, args.idle_jobs, args.rebuild)
+        rows += idle_rows(results["idle"])
+    schedule_table = ""
+    if "schedule" in phases:
+        print("schedule maths ...", flush=True, file=out)
+        schedule_table = results["schedule"] = run_schedule()
+    took = time.time() - started
+    print(file=out)
+    print(plain(rows), file=out)
+    if schedule_table:
+        print("\n" + schedule_table.rstrip(), file=out)
+    print(f"\n{took:.0f} s in all", file=out)
+    notes = tally.summary()
+    if notes:
+        print("\nwarnings logged during the run:\n" + "\n".join(f"  {n}" for n in notes), file=out)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    if not (args.quick or args.only or args.no_doc):
+        write_doc(DOC, section(env, argv, rows, notes, took, schedule_table))
+        print(f"\nresults written to {DOC.relative_to(ROOT)}", file=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,333 @@
+"""What every benchmark shares: a throw-away schema and key namespace, bulk jobs, a second-aligned
+ticker, an invoker that notes when the poller let go of each dispatch, and log capture.
+
+A Workspace is what tests/conftest.py gives a test: a fresh Postgres schema (migrated from scratch)
+and a fresh Redis namespace, both dropped on exit, so a run never sees another run's rows or keys.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import quote
+
+import psycopg
+import redis
+from psycopg.types.json import Jsonb
+
+from tickwork import scheduling
+from tickwork.db import migrate
+from tickwork.dueindex import DueIndex
+from tickwork.executor import handle_event
+from tickwork.invoker import ThreadPoolInvoker
+from tickwork.models import Dispatch, dispatches_from_event
+from tickwork.settings import Settings
+from tickwork.store import jobs as jobs_store
+from tickwork.store.tenants import create_tenant
+from tickwork.timeutil import from_ms
+from tickwork.wiring import Services, build_services
+
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# One pipeline round trip per this many jobs when indexing in bulk.
+INDEX_CHUNK = 2000
+# A daily cron: a job created due at some second fires there once and next tomorrow (a burst, once).
+ONCE_A_DAY = "0 0 0 * * *"
+EVERY_SECOND = "* * * * * *"
+REQUEST_TIMEOUT_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Servers:
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str = DEFAULT_REDIS_URL
+
+
+def _with_search_path(url: str, schema: str) -> str:
+    option = quote(f"-csearch_path={schema}")
+    return f"{url}{'&' if '?' in url else '?'}options={option}"
+
+
+class Workspace:
+    """A fresh schema and Redis namespace; `settings` points Tickwork at them. Dropped on exit."""
+
+    def __init__(self, servers: Servers, label: str) -> None:
+        suffix = uuid.uuid4().hex[:10]
+        self.servers = servers
+        self.schema = f"bench_{label}_{suffix}"
+        self.namespace = f"tickwork-bench-{label}-{suffix}"
+        self.database_url = _with_search_path(servers.database_url, self.schema)
+        self.settings = Settings(database_url=self.database_url, redis_url=servers.redis_url,
+                                 namespace=self.namespace, allow_private_targets=True)
+        self.redis = redis.Redis.from_url(servers.redis_url, decode_responses=True)
+        self._closers: list[Callable[[], None]] = []
+
+    def __enter__(self) -> Workspace:
+        with psycopg.connect(self.servers.database_url, autocommit=True) as admin:
+            admin.execute(f'CREATE SCHEMA "{self.schema}"')
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            migrate(conn)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for close in reversed(self._closers):
+            close()
+        keys = list(self.redis.scan_iter(match="{" + self.namespace + "}:*", count=10_000))
+        for i in range(0, len(keys), 10_000):
+            self.redis.delete(*keys[i:i + 10_000])
+        self.redis.close()
+        with psycopg.connect(self.servers.database_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+
+    def key(self, name: str) -> str:
+        """A key inside this run's namespace (the baseline keeps its own keys here too)."""
+        return "{" + self.namespace + "}:" + name
+
+    def services(self, invoker: Any = None, db_pool_size: int = 4) -> Services:
+        svc = build_services(self.settings, invoker=invoker, db_pool_size=db_pool_size)
+        self._closers.append(svc.close)
+        return svc
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.database_url, autocommit=True)
+
+
+def request_for(url: str) -> dict[str, Any]:
+    return {"method": "POST", "url": url, "headers": {"content-type": "application/json"},
+            "body": '{"bench":true}', "timeout_seconds": REQUEST_TIMEOUT_SECONDS}
+
+
+def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
+    """`count` active jobs in one INSERT ... SELECT (as the API would write them, minus the API)."""
+    with ws.connect() as conn:
+        tenant_id = create_tenant(conn, "bench")
+        rows = conn.execute(
+            "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, request, retry, status, next_run_at)"
+            " SELECT gen_random_uuid(), %s, %s || '-' || i, %s, 'UTC', %s, %s, 'active', %s"
+            " FROM generate_series(1, %s) AS i RETURNING id::text",
+            (tenant_id, name, schedule, Jsonb(request_for(url)),
+             Jsonb({"strategy": "fixed", "max_attempts": 1, "delay_seconds": 1}), from_ms(next_run_ms), count),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def index_jobs(ws: Workspace, job_ids: Sequence[str], next_run_ms: int) -> None:
+    """Index jobs that share one schedule: the first through scheduling.index_job (the real path), the
+    rest with the spec it produced, put_job in pipelines of INDEX_CHUNK."""
+    index = DueIndex(ws.redis, ws.namespace)
+    with ws.connect() as conn:
+        first = jobs_store.get_jobs(conn, [job_ids[0]])[0]
+    scheduling.index_job(index, first)
+    spec = json.loads(ws.redis.hget(index.specs_key, first.id))
+    for start in range(1, len(job_ids), INDEX_CHUNK):
+        pipe = index.pipeline()
+        for job_id in job_ids[start:start + INDEX_CHUNK]:
+            index.put_job(job_id, spec, next_run_ms, pipeline=pipe)
+        pipe.execute()
+    index.mark_built(int(time.time() * 1000))
+
+
+def create_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
+    job_ids = insert_jobs(ws, count, schedule, next_run_ms, url, name)
+    index_jobs(ws, job_ids, next_run_ms)
+    return job_ids
+
+
+# ---------------------------------------------------------------- time
+
+
+def sleep_until(deadline: float, clock: Callable[[], float] = time.time) -> None:
+    while (remaining := deadline - clock()) > 0:
+        time.sleep(min(remaining, 0.05) if remaining > 0.06 else remaining)
+
+
+def next_second(now: float | None = None) -> int:
+    return int(now if now is not None else time.time()) + 1
+
+
+@dataclass
+class Tick:
+    second: int  # the whole second this tick was meant for
+    started: float  # epoch seconds
+    seconds: float  # how long the tick function ran
+    result: Any
+
+
+@dataclass
+class SecondTicker:
+    """Calls `tick(now_ms)` at each whole second in [first, last], in one thread, like the local ticker.
+
+    A tick that overran skips to the next whole second still ahead (ticks never bunch up), except that
+    the last tick always runs, late if need be, so the slots of the measured window are all claimed.
+    """
+
+    tick: Callable[[int], Any]
+    first: int
+    last: int
+    ticks: list[Tick] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="bench-ticker", daemon=True)
+
+    def start(self) -> SecondTicker:
+        self._thread.start()
+        return self
+
+    def join(self) -> None:
+        self._thread.join(self.last - time.time() + 30)
+
+    def _run(self) -> None:
+        second = self.first
+        while second <= self.last:
+            sleep_until(second)
+            started = time.time()
+            try:
+                result = self.tick(int(started * 1000))
+            except Exception as exc:  # a failed tick is a result to report, not a reason to stop the clock
+                self.errors.append(exc)
+                result = None
+            self.ticks.append(Tick(second, started, time.time() - started, result))
+            following = max(second + 1, int(time.time()) + 1)
+            second = self.last if second < self.last < following else following
+
+
+# ---------------------------------------------------------------- executors
+
+
+class TimedInvoker:
+    """Wraps the real invoker: notes when the poller let go of dispatches, and counts them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.handed = 0
+        self.first_handed_at: float | None = None
+        self.last_handed_at: float | None = None
+        self._lock = threading.Lock()
+
+    def invoke(self, dispatches: Sequence[Dispatch]) -> None:
+        self.inner.invoke(dispatches)
+        now = time.time()
+        with self._lock:
+            self.handed += len(dispatches)
+            self.first_handed_at = self.first_handed_at or now
+            self.last_handed_at = now
+
+    def reset(self) -> None:
+        with self._lock:
+            self.handed, self.first_handed_at, self.last_handed_at = 0, None, None
+
+
+class RecordingInvoker:
+    """Keeps dispatches instead of running them: the poller measured alone."""
+
+    def __init__(self) -> None:
+        self.dispatches: list[Dispatch] = []
+
+    def invoke(self, dispatches: Sequence[Dispatch]) -> None:
+        self.dispatches.extend(dispatches)
+
+
+class InProcessExecutors:
+    """The executor Lambda simulated in-process: ThreadPoolInvoker running tickwork.executor.handle_event
+    against its own Services (its own connection pool, as a separate Lambda would have)."""
+
+    def __init__(self, svc: Services, workers: int) -> None:
+        self.svc = svc
+        self.runs_done = 0
+        self.runs_started = 0
+        self._lock = threading.Lock()
+        self.pool = ThreadPoolInvoker(self._handle, max_workers=workers)
+
+    def _handle(self, event: dict[str, Any], _context: Any) -> Any:
+        dispatches = dispatches_from_event(event)
+        with self._lock:
+            self.runs_started += len(dispatches)
+        try:
+            return handle_event(self.svc, dispatches)
+        finally:
+            with self._lock:
+                self.runs_done += len(dispatches)
+
+    def invoke(self, dispatches: Sequence[Dispatch]) -> None:
+        self.pool.invoke(dispatches)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+# ---------------------------------------------------------------- logs
+
+
+class LogTally(logging.Handler):
+    """Counts WARNING+ records by (logger, message) instead of printing them over the results table."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.examples: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()[:120]
+        self.counts[(record.name, message.split(":")[0] if "pool is full" in message else message)] += 1
+        if record.exc_info and len(self.examples) < 3:
+            self.examples.append(self.format(record))
+
+    def summary(self) -> list[str]:
+        return [f"{count} x {name}: {message}" for (name, message), count in self.counts.most_common(10)]
+
+
+def capture_logs() -> LogTally:
+    tally = LogTally()
+    logging.basicConfig(level=logging.WARNING, handlers=[tally], force=True)
+    return tally
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100) of unsorted values; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def lag_summary(lags_ms: Sequence[float]) -> dict[str, float | None]:
+    return {"p50": percentile(lags_ms, 50), "p99": percentile(lags_ms, 99),
+            "max": max(lags_ms) if lags_ms else None, "n": len(lags_ms)}
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def parse_when(value: str) -> float:
+    """Scheduled-for as the target received it: RFC 3339 (Tickwork) or epoch seconds (baseline)."""
+    if value and value[0].isdigit() and "T" not in value:
+        return float(value)
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def tick_stats(durations_seconds: Sequence[float], expected: int) -> dict[str, Any]:
+    """How long ticks ran, and how many ran out of the `expected` (an overrun skips the next second)."""
+    ms = [d * 1000 for d in durations_seconds]
+    return {"count": len(ms), "expected": expected, "p50_ms": percentile(ms, 50), "max_ms": max(ms) if ms else None}
