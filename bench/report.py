@@ -63,7 +63,9 @@ def _git_commit() -> str:
 
 
 def seconds(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f} s"
+    if value is None:
+        return "n/a"
+    return f"{value:.3f} s" if value < 10 else f"{value:.1f} s"
 
 
 def ms(value: float | None) -> str:
