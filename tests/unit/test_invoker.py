@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from tickwork.invoker import LambdaInvoker, ThreadPoolInvoker, group_dispatches
 from tickwork.models import Dispatch, dispatches_from_event
+from tickwork.settings import DEFAULT_BATCH_SIZE
 
 
 def _function_zip() -> bytes:
@@ -70,5 +71,6 @@ def test_a_burst_is_grouped_into_few_invocations_keeping_every_run_once() -> Non
 
 
 def test_ten_thousand_due_jobs_need_a_few_hundred_executors() -> None:
-    batches = [_dispatches(500) for _ in range(20)]  # the poller hands over one batch at a time
+    size = DEFAULT_BATCH_SIZE  # the poller hands over one batch at a time
+    batches = [_dispatches(size) for _ in range(10_000 // size)]
     assert sum(len(group_dispatches(b)) for b in batches) == 200

@@ -30,8 +30,9 @@ MAX_PARALLEL_SENDS = 50
 
 @functools.lru_cache(maxsize=1)
 def http_client() -> urllib3.PoolManager:
-    """One pool per execution environment, kept warm across invocations."""
-    return urllib3.PoolManager(num_pools=64, maxsize=8)
+    """One pool per execution environment, kept warm across invocations; as many connections per
+    target as a grouped invocation sends at once, so a burst to one host reuses them."""
+    return urllib3.PoolManager(num_pools=64, maxsize=MAX_PARALLEL_SENDS)
 
 
 @dataclass
@@ -53,10 +54,16 @@ class Executor:
             return list(pool.map(self.run_one, dispatches))
 
     def run_one(self, dispatch: Dispatch) -> str:
-        # Wait first: the overlap policy must judge the previous run as it is at this run's instant.
-        self._wait_until(dispatch.fire_at_ms)
+        # The common case (overlap allowed, or a retry) starts before the wait, so the request leaves
+        # at its instant with no database work in between. A job that forbids overlap is judged after
+        # the wait, against the previous run as it is at this run's instant.
         with self.svc.db.connection() as conn:
-            started = store.start_attempt(conn, dispatch.execution_id, dispatch.attempt)
+            started: StartedExecution | str | None = store.start_unguarded(conn, dispatch.execution_id,
+                                                                            dispatch.attempt)
+        self._wait_until(dispatch.fire_at_ms)
+        if started is None:
+            with self.svc.db.connection() as conn:
+                started = store.start_guarded(conn, dispatch.execution_id, dispatch.attempt)
         if isinstance(started, str):
             logger.info("run not started", extra={"execution_id": dispatch.execution_id,
                                                   "attempt": dispatch.attempt, "reason": started})
@@ -79,7 +86,8 @@ class Executor:
         record = store.AttemptRecord(run.attempt, started_at, outcome.duration_ms, outcome.status_code,
                                      outcome.body, outcome.error)
         with self.svc.db.connection() as conn:
-            kept, released = store.finish_attempt(conn, run.id, record, decision.status, decision.next_attempt_at)
+            kept, released = store.finish_attempt(conn, run.id, record, decision.status, decision.next_attempt_at,
+                                                  may_release=run.overlap != "allow")
         if kept and decision.next_attempt_at is not None:
             self.index.schedule_execution(run.id, run.attempt + 1, to_ms(decision.next_attempt_at))
         if released is not None:

@@ -69,3 +69,4 @@ class StartedExecution:
     attempt: int
     request: dict[str, Any]
     retry: dict[str, Any]
+    overlap: str = "allow"

@@ -11,7 +11,7 @@ DEFAULT_NAMESPACE = "tickwork"
 # Claim jobs due within the next tick so executors can fire at the exact instant instead of up to 1 s late.
 DEFAULT_LOOKAHEAD_MS = 1000
 # A batch large enough to make a 10,000-job burst a handful of round trips, small enough for one Lua call.
-DEFAULT_BATCH_SIZE = 500
+DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
 # Below one second the poller cannot honour the schedule.

@@ -125,7 +125,8 @@ UPDATE executions e
  WHERE e.id = %(id)s AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = %(attempt)s - 1
    AND (%(guarded)s OR j.overlap = 'allow' OR %(attempt)s > 1)
-RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry
+RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
+          j.overlap
 """
 
 _IN_PROGRESS = """
@@ -142,13 +143,17 @@ def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecutio
     Returns the started run, or why it did not start: 'duplicate' (another delivery already started
     it, or it is over), 'skipped' or 'waiting' (the job's overlap policy and a run still in progress).
     """
+    return start_unguarded(conn, execution_id, attempt) or start_guarded(conn, execution_id, attempt)
+
+
+def start_unguarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | None:
+    """One statement for jobs that allow overlap and for retries; None for everything else (including a
+    duplicate delivery), which then goes through start_guarded."""
     row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": False}).fetchone()
-    if row is not None:
-        return StartedExecution(*row)
-    return _start_guarded(conn, execution_id, attempt)
+    return None if row is None else StartedExecution(*row)
 
 
-def _start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
+def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
     """First attempt of a job that forbids overlap: decide under a per-job lock, so two runs starting
     at once cannot both see the other as not running."""
     with conn.transaction():
@@ -214,28 +219,38 @@ def promote_waiting(conn: Any, finished_execution_id: str) -> str | None:
     return None if row is None else row[0]
 
 
+# One statement: the run's new status and its attempt row, or neither if the run is no longer ours.
+_FINISH = """
+WITH ended AS (
+    UPDATE executions SET status = %(status)s, next_attempt_at = %(next)s, last_error = %(error)s,
+           finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed', 'lost') THEN now() END
+     WHERE id = %(id)s AND status = 'running' AND attempt_count = %(number)s
+ RETURNING id
+), recorded AS (
+    INSERT INTO attempts (execution_id, number, started_at, duration_ms, status_code, response_body, error)
+    SELECT id, %(number)s, %(started)s, %(duration)s, %(code)s, %(body)s, %(error)s FROM ended
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM ended
+"""
+
+
 def finish_attempt(
-    conn: Any, execution_id: str, attempt: AttemptRecord, status: str, next_attempt_at: datetime | None
+    conn: Any, execution_id: str, attempt: AttemptRecord, status: str, next_attempt_at: datetime | None,
+    may_release: bool = True,
 ) -> tuple[bool, str | None]:
     """Store the attempt and the execution's new status atomically.
 
     Returns whether the run was still ours (False if it was taken from us, e.g. marked lost) and the id
-    of a waiting run this one's end released, which the caller must dispatch.
+    of a waiting run this one's end released, which the caller must dispatch. `may_release=False` (a
+    job that allows overlap, so nothing ever waits behind it) skips that part: one statement in all.
     """
+    params = {"status": status, "next": next_attempt_at, "error": attempt.error, "id": execution_id,
+              "number": attempt.number, "started": attempt.started_at, "duration": attempt.duration_ms,
+              "code": attempt.status_code, "body": attempt.response_body}
+    if not (may_release and status in FINAL_STATUSES):
+        return bool(conn.execute(_FINISH, params).fetchone()[0]), None
     with conn.transaction():
-        updated = conn.execute(
-            "UPDATE executions SET status = %s, next_attempt_at = %s, last_error = %s,"
-            " finished_at = CASE WHEN %s IN ('succeeded', 'failed', 'lost') THEN now() END"
-            " WHERE id = %s AND status = 'running' AND attempt_count = %s",
-            (status, next_attempt_at, attempt.error, status, execution_id, attempt.number),
-        ).rowcount
-        if not updated:
+        if not conn.execute(_FINISH, params).fetchone()[0]:
             return False, None
-        conn.execute(
-            "INSERT INTO attempts (execution_id, number, started_at, duration_ms, status_code, response_body, error)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (execution_id, attempt.number, attempt.started_at, attempt.duration_ms,
-             attempt.status_code, attempt.response_body, attempt.error),
-        )
-        promoted = promote_waiting(conn, execution_id) if status in FINAL_STATUSES else None
-    return True, promoted
+        return True, promote_waiting(conn, execution_id)
