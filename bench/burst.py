@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tickwork.poller import TICK_OFFSET_MS
 from bench.harness import ONCE_A_DAY, SecondTicker, Servers, Workspace, create_jobs, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
@@ -22,7 +23,7 @@ SETUP_MARGIN_SECONDS = 0.7
 
 def due_second(jobs: int) -> int:
     """A whole second far enough ahead that N jobs are written and indexed before the tick before it."""
-    return int(time.time() + SETUP_MARGIN_SECONDS + jobs * SETUP_SECONDS_PER_JOB) + 2
+    return int(time.time() + SETUP_MARGIN_SECONDS + jobs * SETUP_SECONDS_PER_JOB) + 3
 
 
 def check_ahead(second: int) -> None:
@@ -39,7 +40,7 @@ def run(servers: Servers, target: Target, jobs: int, workers: int, db_pool: int,
             due = due_second(jobs)
             job_ids = create_jobs(ws, jobs, ONCE_A_DAY, due * 1000, target.url, "bench")
             check_ahead(due - 1)
-            ticker = SecondTicker(rig.tick, due - 1, due + 1).start()
+            ticker = SecondTicker(rig.tick, due - 1, due + 1, TICK_OFFSET_MS / 1000).start()
             ticker.join()
             drained = rig.drain(DRAIN_TIMEOUT_SECONDS)
             if executors:

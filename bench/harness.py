@@ -170,6 +170,7 @@ class SecondTicker:
     tick: Callable[[int], Any]
     first: int
     last: int
+    offset: float = 0.0  # seconds past each whole second (Tickwork's loop ticks half past)
     ticks: list[Tick] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
 
@@ -186,7 +187,7 @@ class SecondTicker:
     def _run(self) -> None:
         second = self.first
         while second <= self.last:
-            sleep_until(second)
+            sleep_until(second + self.offset)
             started = time.time()
             try:
                 result = self.tick(int(started * 1000))
@@ -194,7 +195,7 @@ class SecondTicker:
                 self.errors.append(exc)
                 result = None
             self.ticks.append(Tick(second, started, time.time() - started, result))
-            following = max(second + 1, int(time.time()) + 1)
+            following = max(second + 1, int(time.time() - self.offset) + 1)
             second = self.last if second < self.last < following else following
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.burst import check_ahead, due_second
+from tickwork.poller import TICK_OFFSET_MS
 from bench.harness import EVERY_SECOND, SecondTicker, Servers, Workspace, create_jobs, tick_stats, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
@@ -23,8 +24,10 @@ def run(servers: Servers, target: Target, jobs: int, seconds: int, workers: int,
             warm_up(ws, rig, target)
             first = due_second(jobs)
             job_ids = create_jobs(ws, jobs, EVERY_SECOND, first * 1000, target.url, "bench")
-            check_ahead(first - 1)
-            ticker = SecondTicker(rig.tick, first - 1, first + seconds - 2).start()
+            check_ahead(first - 2)
+            # Ticks at half past, each claiming the slot 1.5 s ahead: first at first - 1.5 s, last for the
+            # window's last slot.
+            ticker = SecondTicker(rig.tick, first - 2, first + seconds - 3, TICK_OFFSET_MS / 1000).start()
             ticker.join()
             drained = rig.drain(DRAIN_TIMEOUT_SECONDS)
             wait_for(lambda: target.count() >= jobs * seconds, 5)

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from tickwork.poller import TICK_OFFSET_MS
 from tickwork_local.functions import LambdaFunction
 
 logger = logging.getLogger(__name__)
@@ -22,9 +23,10 @@ MAINTENANCE_PERIOD_SECONDS = 60.0
 MAINTENANCE_EVENT = {"task": "maintenance"}
 
 
-def next_boundary(now: float, period: float = 1.0) -> float:
-    """The first period boundary strictly after `now`: a tick that overran skips ahead, never bunches up."""
-    return (math.floor(now / period) + 1.0) * period
+def next_boundary(now: float, period: float = 1.0, offset: float = 0.0) -> float:
+    """The first `offset` past a period boundary strictly after `now`: a tick that overran skips ahead,
+    never bunches up."""
+    return (math.floor((now - offset) / period) + 1.0) * period + offset
 
 
 class Ticker:
@@ -35,6 +37,8 @@ class Ticker:
         self._poller = poller
         self._clock = clock
         self._period = period
+        # Ticks land where the Step Functions loop puts them (tickwork.poller.next_tick_at).
+        self._offset = TICK_OFFSET_MS / 1000 if event is None else 0.0
         self._event = event
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -49,7 +53,7 @@ class Ticker:
 
     def _run(self) -> None:
         tick = 0
-        while self._sleep_until(next_boundary(self._clock(), self._period)):
+        while self._sleep_until(next_boundary(self._clock(), self._period, self._offset)):
             tick += 1
             self._tick(tick)
 

@@ -53,6 +53,7 @@ def test_one_time_schedule_leaves_the_index_after_its_run() -> None:
     assert slot.fire == from_ms(T0)
 
 
-def test_next_tick_is_the_next_whole_second() -> None:
-    assert next_tick_at(T0 / 1000 + 0.25) == "2026-11-30T12:00:01.000Z"
-    assert next_tick_at(T0 / 1000) == "2026-11-30T12:00:01.000Z"
+def test_next_tick_is_half_past_the_next_second_boundary() -> None:
+    assert next_tick_at(T0 / 1000 + 0.25) == "2026-11-30T12:00:00.500Z"
+    assert next_tick_at(T0 / 1000 + 0.5) == "2026-11-30T12:00:01.500Z"
+    assert next_tick_at(T0 / 1000 + 0.75) == "2026-11-30T12:00:01.500Z"

@@ -12,6 +12,8 @@ def test_next_boundary_is_strictly_after_now_on_the_period() -> None:
     assert next_boundary(100.7) == 101.0
     assert next_boundary(100.0, 60.0) == 120.0
     assert next_boundary(179.9, 60.0) == 180.0
+    assert next_boundary(100.2, 1.0, 0.5) == 100.5
+    assert next_boundary(100.5, 1.0, 0.5) == 101.5
 
 
 class FakeClock:

@@ -29,6 +29,8 @@ logger = Logger(child=True)
 
 # A tick stops after this many batches so one overloaded second cannot starve the next tick.
 MAX_BATCHES_PER_TICK = 100
+# Where in each second the loop ticks (see next_tick_at).
+TICK_OFFSET_MS = 500
 
 
 @dataclass
@@ -176,8 +178,15 @@ class Poller:
 
 
 def next_tick_at(now: float) -> str:
-    """The next whole second, for the Step Functions Wait state (a past timestamp just continues)."""
-    return rfc3339(datetime.fromtimestamp(math.floor(now) + 1, tz=timezone.utc)) or ""
+    """The next tick instant (half past a second) for the Step Functions Wait state.
+
+    Schedules fire on whole seconds; ticking half a second off them keeps the poller's work away from
+    the instants when executors send, and with a 1.5 s lookahead every slot is claimed 1.5 s ahead.
+    (A timestamp already past just continues.)
+    """
+    offset = TICK_OFFSET_MS / 1000
+    following = math.floor(now - offset) + 1 + offset
+    return rfc3339(datetime.fromtimestamp(following, tz=timezone.utc)) or ""
 
 
 def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:

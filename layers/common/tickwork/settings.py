@@ -8,8 +8,9 @@ from typing import Mapping
 from tickwork.errors import ConfigurationError
 
 DEFAULT_NAMESPACE = "tickwork"
-# Claim jobs due within the next tick so executors can fire at the exact instant instead of up to 1 s late.
-DEFAULT_LOOKAHEAD_MS = 1000
+# Claim runs ahead so executors fire at the exact instant: ticking at half past each second, every slot
+# is claimed 1.5 s before it is due, time for an asynchronous invoke to reach a warm executor.
+DEFAULT_LOOKAHEAD_MS = 1500
 # A batch large enough to make a 10,000-job burst a handful of round trips, small enough for one Lua call.
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
