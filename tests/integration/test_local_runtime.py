@@ -15,54 +15,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from tests.conftest import Target
 from tickwork.settings import Settings
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-api", "executor")
+RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-maintenance", "tickwork-api", "executor")
 STARTUP_TIMEOUT_SECONDS = 30
-
-
-class Target:
-    """A local HTTP endpoint that records when each request arrived and which slot it was for."""
-
-    def __init__(self) -> None:
-        self.arrivals: list[tuple[float, str]] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                recorder.arrivals.append((time.time(), self.headers.get("Tickwork-Scheduled-For", "")))
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-@pytest.fixture
-def target() -> Iterator[Target]:
-    server = Target()
-    yield server
-    server.close()
 
 
 @pytest.fixture
@@ -94,19 +60,20 @@ def test_a_job_fires_on_its_even_seconds_and_lists_its_executions(runtime: Local
     status, job = call(runtime, "POST", "/jobs", {
         "name": "every-two-seconds",
         "schedule": "*/2 * * * * *",
-        "request": {"method": "POST", "url": target.url, "body": '{"hello": 1}'},
+        "request": {"method": "POST", "url": target.url + "/hook", "body": '{"hello": 1}'},
     })
     assert status == 201, job
 
     deadline = time.time() + 7
-    while len(target.arrivals) < 3 and time.time() < deadline:
+    while len(target.requests) < 3 and time.time() < deadline:
         time.sleep(0.05)
 
-    assert len(target.arrivals) >= 3, target.arrivals
-    for arrival, _ in target.arrivals:
+    arrivals = [(r["at"], r["headers"].get("Tickwork-Scheduled-For", "")) for r in target.requests]
+    assert len(arrivals) >= 3, arrivals
+    for arrival, _ in arrivals:
         even_second = math.floor(arrival) - math.floor(arrival) % 2
         assert arrival - even_second < 1.0, f"arrived {arrival - even_second:.3f}s after its slot"
-    slots = [slot for _, slot in target.arrivals]
+    slots = [slot for _, slot in arrivals]
     assert len(set(slots)) == len(slots), "a slot was delivered twice"
 
     executions = wait_for_finished_executions(runtime, job["id"], slots)
@@ -132,7 +99,7 @@ def wait_for_finished_executions(runtime: LocalRuntime, job_id: str, slots: list
 def test_stop_ends_every_runtime_thread(settings: Settings) -> None:
     local = LocalRuntime(settings, port=0)
     local.start()
-    assert {"tickwork-ticker", "tickwork-api"} <= set(runtime_threads())
+    assert {"tickwork-ticker", "tickwork-maintenance", "tickwork-api"} <= set(runtime_threads())
 
     local.stop()
 
