@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Iterator
+from typing import Any
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
@@ -22,21 +22,6 @@ def get_jobs(conn: Any, job_ids: list[str]) -> list[JobRow]:
         return []
     with conn.cursor(row_factory=class_row(JobRow)) as cur:
         return cur.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY(%s::uuid[])", (job_ids,)).fetchall()
-
-
-def iter_active_jobs(conn: Any, batch: int = 1000) -> Iterator[list[JobRow]]:
-    """Every active job, in id order, a batch at a time (keyset pagination: no long-running cursor)."""
-    last = "00000000-0000-0000-0000-000000000000"
-    while True:
-        with conn.cursor(row_factory=class_row(JobRow)) as cur:
-            rows = cur.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'active' AND id > %s ORDER BY id LIMIT %s",
-                (last, batch),
-            ).fetchall()
-        if not rows:
-            return
-        yield rows
-        last = rows[-1].id
 
 
 # ---------------------------------------------------------------- tenant-scoped CRUD for the API
