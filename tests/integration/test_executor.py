@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from tests.conftest import Target
 from tests.integration.helpers import attempts, due_index, executions, insert_job
@@ -167,3 +167,16 @@ def test_a_deployed_executor_refuses_a_private_target_without_sending(services: 
     finally:
         deployed.close()
     assert target.requests == []
+
+
+def test_a_run_started_ahead_of_its_instant_records_the_instant(services: Services, target: Target) -> None:
+    job_id = insert_job(services, schedule="0 0 1 1 *", next_run_at=datetime.now(timezone.utc) + timedelta(seconds=1),
+                        url=target.url + "/hook")
+    Poller(services).tick(int(time.time() * 1000))  # claims it up to the lookahead early
+    (dispatch,) = services.invoker.dispatches  # type: ignore[union-attr]
+    Executor(services, http_client()).run([dispatch])
+    with services.db.connection() as conn:
+        started, scheduled = conn.execute(
+            "SELECT started_at, scheduled_for FROM executions WHERE job_id = %s", (job_id,)).fetchone()
+    assert started >= scheduled
+    assert target.requests[0]["at"] >= scheduled.timestamp()

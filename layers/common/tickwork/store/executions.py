@@ -116,11 +116,14 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 
 
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
-# overlapping runs (and retries, which continue a run already started) start here.
+# overlapping runs (and retries, which continue a run already started) start here. The executor may
+# start a run up to the lookahead before its instant: the times recorded are when it is sent, not earlier.
 _START = """
 UPDATE executions e
    SET status = 'running', attempt_count = e.attempt_count + 1,
-       started_at = coalesce(e.started_at, now()), attempt_started_at = now(), next_attempt_at = NULL
+       started_at = coalesce(e.started_at, greatest(now(), e.scheduled_for)),
+       attempt_started_at = greatest(now(), coalesce(e.next_attempt_at, e.scheduled_for)),
+       next_attempt_at = NULL
   FROM jobs j
  WHERE e.id = %(id)s AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = %(attempt)s - 1
