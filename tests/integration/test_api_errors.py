@@ -6,7 +6,7 @@ from typing import Any, Callable
 import pytest
 
 from tests.conftest import load_event
-from tests.integration.test_api import EVENT_TOKEN, Api, Reply, api, job_body, use_settings  # noqa: F401 (fixture)
+from tests.integration.api_client import EVENT_TOKEN, Api, Reply, job_body, use_settings
 from tickwork.wiring import Services
 
 SECRET = "s3cr3t-value-never-echoed"

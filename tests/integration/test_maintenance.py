@@ -88,6 +88,7 @@ def test_an_outdated_spec_is_rewritten_and_a_matching_index_is_left_alone(servic
     report = run_maintenance(services, NOW)
     assert report.indexed == 1
     assert json.loads(services.redis.hget(index.specs_key, stale))["cw"] == 42
+    assert json.loads(services.redis.hget(index.specs_key, fine))["cw"] == 300
     assert index.score(f"j:{stale}") == score
     assert run_maintenance(services, NOW).indexed == 0
 
