@@ -6,9 +6,12 @@ import threading
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from tests.integration.helpers import due_index, executions, insert_job
 from tickwork import scheduling
 from tickwork.dueindex import Claim
+from tickwork.errors import ConfigurationError
 from tickwork.poller import Poller, TickResult, handle_tick
 from tickwork.store import jobs as jobs_store
 from tickwork.store import executions as executions_store
@@ -199,3 +202,15 @@ def test_a_tick_reports_its_counts_as_cloudwatch_metrics(services: Services, inv
     names = {m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Tickwork"
     assert (sum(line["Dispatched"]), sum(line["MissedRuns"])) == (2, 60) and {"Dispatched", "MissedRuns"} <= names
+
+
+def test_a_poller_without_an_executor_refuses_before_claiming(services: Services) -> None:
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=T0)
+    without = build_services(services.settings, invoker=None)
+    try:
+        with pytest.raises(ConfigurationError, match="EXECUTOR_FUNCTION_NAME"):
+            Poller(without).tick(to_ms(T0))
+    finally:
+        without.close()
+    assert executions(services, job_id) == []
+    assert due_index(services).score(f"j:{job_id}") == to_ms(T0)

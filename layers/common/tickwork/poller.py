@@ -16,7 +16,8 @@ from aws_lambda_powertools import Logger
 
 from tickwork import metrics, scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex
-from tickwork.errors import ScheduleError
+from tickwork.errors import ConfigurationError, ScheduleError
+from tickwork.invoker import Invoker
 from tickwork.models import Dispatch
 from tickwork.policy import SlotPlan
 from tickwork.reconcile import rebuild_index
@@ -103,7 +104,11 @@ def _schedule_or_none(entry: DueEntry) -> Any:
 
 class Poller:
     def __init__(self, svc: Services) -> None:
+        if svc.invoker is None:
+            # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
+            raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
         self.svc = svc
+        self.invoker: Invoker = svc.invoker
         self.index = DueIndex(svc.redis, svc.settings.namespace)
 
     def tick(self, now_ms: int) -> TickResult:
@@ -149,7 +154,7 @@ class Poller:
             result.missed += recorded.missed
             dispatches += [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded.runs]
         if dispatches:
-            self.svc.invoker.invoke(dispatches)
+            self.invoker.invoke(dispatches)
             result.dispatched += len(dispatches)
         return any(won) or bool(plan.missing_specs)
 

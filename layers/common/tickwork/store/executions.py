@@ -172,16 +172,17 @@ def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecutio
         if not conn.execute(_IN_PROGRESS, {"job": job_id, "id": execution_id}).fetchone()[0]:
             row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": True}).fetchone()
             return "duplicate" if row is None else StartedExecution(*row)
-        status, note = "skipped", _SKIPPED_BUSY
+        status: str = "skipped"
+        note_or_none: str | None = _SKIPPED_BUSY
         if overlap == "queue_one":
             waiting = conn.execute(
                 "SELECT 1 FROM executions WHERE job_id = %s AND status = 'waiting' LIMIT 1", (job_id,)
             ).fetchone()
-            status, note = ("skipped", _SKIPPED_QUEUE_FULL) if waiting else ("waiting", None)
+            status, note_or_none = ("skipped", _SKIPPED_QUEUE_FULL) if waiting else ("waiting", None)
         conn.execute(
             "UPDATE executions SET status = %s, last_error = %s,"
             " finished_at = CASE WHEN %s = 'skipped' THEN now() END WHERE id = %s",
-            (status, note, status, execution_id),
+            (status, note_or_none, status, execution_id),
         )
         return status
 
