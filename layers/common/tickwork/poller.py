@@ -20,9 +20,8 @@ from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.invoker import Invoker
 from tickwork.models import Dispatch
 from tickwork.policy import SlotPlan
-from tickwork.reconcile import rebuild_index
+from tickwork.reconcile import index_jobs, rebuild_index
 from tickwork.store import executions as executions_store
-from tickwork.store import jobs as jobs_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
 
@@ -140,7 +139,7 @@ class Poller:
     def _run_batch(self, entries: list[DueEntry], now_ms: int, result: TickResult) -> bool:
         plan = plan_batch(entries, now_ms)
         if plan.missing_specs:
-            self._repair_specs(plan.missing_specs)
+            self._repair_specs(plan.missing_specs, now_ms)
         won = self.index.claim([claim for claim, _ in plan.claims])
         result.redis_round_trips += 1 if plan.claims else 0
         result.claimed += sum(won)
@@ -165,20 +164,10 @@ class Poller:
         result.rebuilt = True
         logger.warning("due index marker missing: rebuilt from Postgres", extra=report.__dict__)
 
-    def _repair_specs(self, job_ids: list[str]) -> None:
+    def _repair_specs(self, job_ids: list[str], now_ms: int) -> None:
         """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""
         with self.svc.db.connection() as conn:
-            jobs = {job.id: job for job in jobs_store.get_jobs(conn, job_ids)}
-        for job_id in job_ids:
-            job = jobs.get(job_id)
-            if job is None:
-                self.index.remove_job(job_id)
-                continue
-            try:
-                scheduling.index_job(self.index, job)
-            except ScheduleError:
-                logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": job_id})
-                self.index.remove_job(job_id)
+            index_jobs(conn, self.index, job_ids, from_ms(now_ms))
         logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
 
 

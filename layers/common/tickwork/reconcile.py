@@ -11,6 +11,7 @@ from aws_lambda_powertools import Logger
 from tickwork import scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ScheduleError
+from tickwork.models import JobRow
 from tickwork.store import jobs as jobs_store
 from tickwork.store import maintenance as maintenance_store
 from tickwork.timeutil import to_ms
@@ -41,7 +42,7 @@ def rebuild_index(conn: Any, index: DueIndex, now: datetime) -> RebuildResult:
     for page in maintenance_store.active_jobs(conn, BATCH):
         states = index.job_states([job.id for job in page])
         outdated = [job.id for job, state in zip(page, states) if _outdated(job, *state)]
-        _index_jobs(conn, index, outdated, now, result)
+        index_jobs(conn, index, outdated, now, result)
     for job_ids in index.job_ids(BATCH):
         for dead in set(job_ids) - maintenance_store.active_among(conn, job_ids):
             index.remove_job(dead)
@@ -62,29 +63,38 @@ def _outdated(job: maintenance_store.ActiveJob, score: int | None, spec: dict[st
     return (spec.get("v"), spec.get("cw"), spec.get("ca")) != (job.version, job.catchup_window_seconds, job.catchup)
 
 
-def _index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime, result: RebuildResult) -> None:
+def index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime,
+               result: RebuildResult | None = None) -> RebuildResult:
+    """Index these jobs as Postgres has them: active ones with their current spec (a score already in
+    the set is kept), and the rest (paused, deleted, gone, or a stored schedule that no longer parses)
+    taken out, so nothing unrunnable stays due."""
+    result = result if result is not None else RebuildResult()
     if not job_ids:
-        return
+        return result
+    jobs = {job.id: job for job in jobs_store.get_jobs(conn, job_ids)}
     pipe = index.pipeline()
-    for job in jobs_store.get_jobs(conn, job_ids):
-        if job.status == "active":  # it may have been paused since it was listed
-            result.indexed += _index_one(index, job, now, pipe, result)
+    for job_id in job_ids:
+        job = jobs.get(job_id)
+        if job is not None and job.status == "active" and _index_one(index, job, now, pipe, result):
+            result.indexed += 1
+        else:
+            index.remove_job(job_id, pipe)
     pipe.execute()
+    return result
 
 
-def _index_one(index: DueIndex, job: Any, now: datetime, pipe: Any, result: RebuildResult) -> int:
+def _index_one(index: DueIndex, job: JobRow, now: datetime, pipe: Any, result: RebuildResult) -> bool:
     try:
         schedule = scheduling.job_schedule(job)
     except ScheduleError:
         result.unparsable += 1
-        logger.error("stored schedule no longer parses; job not indexed", extra={"job_id": job.id})
-        return 0
+        logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": job.id})
+        return False
     next_run_at = job.next_run_at or scheduling.first_slot(schedule, now)
     if next_run_at is None:
-        return 0
-    spec = scheduling.index_spec(schedule, job.version, job.catchup_window_seconds, job.catchup)
-    index.put_job(job.id, spec, to_ms(next_run_at), pipeline=pipe, keep_score=True)
-    return 1
+        return False
+    index.put_job(job.id, scheduling.job_spec(job, schedule), to_ms(next_run_at), pipeline=pipe, keep_score=True)
+    return True
 
 
 def rewind_unrecorded_claims(conn: Any, index: DueIndex, before: datetime) -> int:

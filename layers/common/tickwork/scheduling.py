@@ -41,11 +41,15 @@ def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
     return schedule.next_after(now)
 
 
+def job_spec(job: JobRow, schedule: Schedule | None = None) -> dict[str, Any]:
+    """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it)."""
+    return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
+
+
 def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
     """Make the due index match a job already written to Postgres (the source of truth)."""
     if job.status != "active" or job.next_run_at is None:
         index.remove_job(job.id, pipeline)
         return
-    spec = index_spec(job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
-    index.put_job(job.id, spec, to_ms(job.next_run_at), pipeline)
+    index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
 
