@@ -187,11 +187,17 @@ class DueIndex:
         return None if raw is None else int(raw)
 
     def acquire_tick_lock(self, token: str, ttl_ms: int) -> bool:
-        return bool(self._redis.set(self.tick_lock_key, token, nx=True, px=ttl_ms))
+        return self._acquire(self.tick_lock_key, token, ttl_ms)
 
     def release_tick_lock(self, token: str) -> bool:
         """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""
-        return bool(self._release(keys=[self.tick_lock_key], args=[token]))
+        return self._release_held(self.tick_lock_key, token)
+
+    def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(self._redis.set(key, token, nx=True, px=ttl_ms))
+
+    def _release_held(self, key: str, token: str) -> bool:
+        return bool(self._release(keys=[key], args=[token]))
 
     def rewind_jobs(self, scores: Mapping[str, int]) -> int:
         """Move each job back to its given score where the indexed one is later; returns how many moved.
@@ -226,8 +232,8 @@ class DueIndex:
                 for score, spec in zip(scores, specs)]
 
     def acquire_maintenance_lock(self, token: str, ttl_ms: int) -> bool:
-        return bool(self._redis.set(self.maintenance_lock_key, token, nx=True, px=ttl_ms))
+        return self._acquire(self.maintenance_lock_key, token, ttl_ms)
 
     def release_maintenance_lock(self, token: str) -> bool:
         """Like the tick lock: a run that overran its TTL never frees the next run's lock."""
-        return bool(self._release(keys=[self.maintenance_lock_key], args=[token]))
+        return self._release_held(self.maintenance_lock_key, token)
