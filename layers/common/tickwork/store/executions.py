@@ -4,8 +4,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
+from typing import Any, Sequence
 
 from tickwork.models import StartedExecution
 
@@ -124,10 +123,10 @@ UPDATE executions e
        started_at = coalesce(e.started_at, greatest(now(), e.scheduled_for)),
        attempt_started_at = greatest(now(), coalesce(e.next_attempt_at, e.scheduled_for)),
        next_attempt_at = NULL
-  FROM jobs j
- WHERE e.id = %(id)s AND j.id = e.job_id
-   AND e.status IN ('queued', 'retrying') AND e.attempt_count = %(attempt)s - 1
-   AND (%(guarded)s OR j.overlap = 'allow' OR %(attempt)s > 1)
+  FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS r(id, attempt), jobs j
+ WHERE e.id = r.id AND j.id = e.job_id
+   AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
+   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1)
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
           j.overlap
 """
@@ -152,8 +151,23 @@ def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecutio
 def start_unguarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | None:
     """One statement for jobs that allow overlap and for retries; None for everything else (including a
     duplicate delivery), which then goes through start_guarded."""
-    row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": False}).fetchone()
-    return None if row is None else StartedExecution(*row)
+    started = _start(conn, [(execution_id, attempt)], guarded=False)
+    return started[0] if started else None
+
+
+def start_unguarded_many(conn: Any, runs: Sequence[tuple[str, int]]) -> dict[str, StartedExecution]:
+    """start_unguarded for many (execution_id, attempt) in one statement: the runs started, by their id
+    as Postgres spells a uuid (lowercase, with hyphens).
+
+    A run absent from the result was not started here; it goes through start_guarded as above."""
+    return {run.id: run for run in _start(conn, runs, guarded=False)}
+
+
+def _start(conn: Any, runs: Sequence[tuple[str, int]], guarded: bool) -> list[StartedExecution]:
+    if not runs:
+        return []
+    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded}
+    return [StartedExecution(*row) for row in conn.execute(_START, params).fetchall()]
 
 
 def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
@@ -170,8 +184,8 @@ def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecutio
         job_id, overlap = info
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (job_id,))
         if not conn.execute(_IN_PROGRESS, {"job": job_id, "id": execution_id}).fetchone()[0]:
-            row = conn.execute(_START, {"id": execution_id, "attempt": attempt, "guarded": True}).fetchone()
-            return "duplicate" if row is None else StartedExecution(*row)
+            started = _start(conn, [(execution_id, attempt)], guarded=True)
+            return started[0] if started else "duplicate"
         status: str = "skipped"
         note_or_none: str | None = _SKIPPED_BUSY
         if overlap == "queue_one":
@@ -223,19 +237,26 @@ def promote_waiting(conn: Any, finished_execution_id: str) -> str | None:
     return None if row is None else row[0]
 
 
-# One statement: the run's new status and its attempt row, or neither if the run is no longer ours.
+# One statement: each run's new status and its attempt row, or neither if the run is no longer ours.
+# The attempt row is built from the very input row that updated the run (RETURNING r.*), so a run listed
+# twice still gets at most one status and one attempt row.
 _FINISH = """
 WITH ended AS (
-    UPDATE executions SET status = %(status)s, next_attempt_at = %(next)s, last_error = %(error)s,
-           finished_at = CASE WHEN %(status)s IN ('succeeded', 'failed', 'lost') THEN now() END
-     WHERE id = %(id)s AND status = 'running' AND attempt_count = %(number)s
- RETURNING id
+    UPDATE executions e
+       SET status = r.status, next_attempt_at = r.next_attempt_at, last_error = r.error,
+           finished_at = CASE WHEN r.status IN ('succeeded', 'failed', 'lost') THEN now() END
+      FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(nexts)s::timestamptz[], %(numbers)s::int[],
+                  %(started)s::timestamptz[], %(durations)s::int[], %(codes)s::int[], %(bodies)s::text[],
+                  %(errors)s::text[])
+        AS r(id, status, next_attempt_at, number, started_at, duration_ms, status_code, response_body, error)
+     WHERE e.id = r.id AND e.status = 'running' AND e.attempt_count = r.number
+ RETURNING r.*
 ), recorded AS (
     INSERT INTO attempts (execution_id, number, started_at, duration_ms, status_code, response_body, error)
-    SELECT id, %(number)s, %(started)s, %(duration)s, %(code)s, %(body)s, %(error)s FROM ended
+    SELECT id, number, started_at, duration_ms, status_code, response_body, error FROM ended
     ON CONFLICT DO NOTHING
 )
-SELECT count(*) FROM ended
+SELECT id::text FROM ended
 """
 
 
@@ -249,12 +270,31 @@ def finish_attempt(
     of a waiting run this one's end released, which the caller must dispatch. `may_release=False` (a
     job that allows overlap, so nothing ever waits behind it) skips that part: one statement in all.
     """
-    params = {"status": status, "next": next_attempt_at, "error": attempt.error, "id": execution_id,
-              "number": attempt.number, "started": attempt.started_at, "duration": attempt.duration_ms,
-              "code": attempt.status_code, "body": attempt.response_body}
+    result = [(execution_id, attempt, status, next_attempt_at)]
     if not (may_release and status in FINAL_STATUSES):
-        return bool(conn.execute(_FINISH, params).fetchone()[0]), None
+        return bool(finish_attempts(conn, result)), None
     with conn.transaction():
-        if not conn.execute(_FINISH, params).fetchone()[0]:
+        if not finish_attempts(conn, result):
             return False, None
         return True, promote_waiting(conn, execution_id)
+
+
+def finish_attempts(
+    conn: Any, results: Sequence[tuple[str, AttemptRecord, str, datetime | None]],
+) -> set[str]:
+    """finish_attempt(..., may_release=False) for many (execution_id, attempt, status, next_attempt_at)
+    in one statement; returns the ids of the runs that were still ours, whose attempt was recorded.
+
+    Only for runs whose end cannot release a waiting run (overlap allow, or a status that is not final):
+    this never promotes one. Callers list a run once (an executor records one attempt per run per group);
+    a run listed twice would end once, by either entry.
+    """
+    if not results:
+        return set()
+    params = {
+        "ids": [r[0] for r in results], "statuses": [r[2] for r in results], "nexts": [r[3] for r in results],
+        "numbers": [r[1].number for r in results], "started": [r[1].started_at for r in results],
+        "durations": [r[1].duration_ms for r in results], "codes": [r[1].status_code for r in results],
+        "bodies": [r[1].response_body for r in results], "errors": [r[1].error for r in results],
+    }
+    return {row[0] for row in conn.execute(_FINISH, params).fetchall()}
