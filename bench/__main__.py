@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import baseline_0cron, burst, idle, steady
-from bench.harness import Servers, capture_logs
+from bench.harness import LineSink, Servers, capture_logs
 from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
 from bench.target import Target
 
@@ -37,7 +37,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rebuild", action="store_true", help="also time a full index rebuild (idle jobs)")
     parser.add_argument("--workers", type=int, default=64,
                         help="executor pool width, Tickwork and baseline alike (the local runtime's 64)")
-    parser.add_argument("--db-pool", type=int, default=16, help="Postgres connections of the executors")
+    parser.add_argument("--db-pool", type=int, default=16,
+                        help="Postgres connections of the executors (shared out among executor processes)")
+    parser.add_argument("--executor-processes", type=int, default=2, metavar="N",
+                        help="run the executors (and the baseline's tasks) in N worker processes of their own, "
+                             "as Lambda gives each its own environment; 0: threads of the poller's process, "
+                             "as `make dev` runs them (default 2, this machine's cores). A full run also "
+                             "measures steady with 0, Tickwork only")
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
     parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
     return parser.parse_args(argv)
@@ -50,22 +56,27 @@ def servers() -> Servers:
 
 
 def run_burst(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str, Any]:
-    n, w, p = args.burst_jobs, args.workers, args.db_pool
+    n, w, p, x = args.burst_jobs, args.workers, args.db_pool, args.executor_processes
     return {
         "tickwork_poller_alone": burst.run(srv, target, n, w, p, executors=False),
         "baseline_poll_alone": baseline_0cron.run_burst(srv, target, n, w, p, execute=False),
-        "tickwork": burst.run(srv, target, n, w, p, executors=True),
-        "baseline": baseline_0cron.run_burst(srv, target, n, w, p),
+        "tickwork": burst.run(srv, target, n, w, p, executors=True, executor_processes=x),
+        "baseline": baseline_0cron.run_burst(srv, target, n, w, p, processes=x),
     }
 
 
-def run_steady(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str, Any]:
-    n, s, w, p = args.steady_jobs, args.steady_seconds, args.workers, args.db_pool
-    return {
+def run_steady(srv: Servers, target: Target, args: argparse.Namespace, in_process_too: bool) -> dict[str, Any]:
+    """Steady with the chosen executor processes; `in_process_too`: Tickwork once more with its executors
+    in the poller's process (as `make dev` runs), for the second row group."""
+    n, s, w, p, x = args.steady_jobs, args.steady_seconds, args.workers, args.db_pool, args.executor_processes
+    results = {
         "tickwork_poller_alone": burst.run(srv, target, n, w, p, executors=False),
-        "tickwork": steady.run(srv, target, n, s, w, p),
-        "baseline": baseline_0cron.run_steady(srv, target, n, s, w, p),
+        "tickwork": steady.run(srv, target, n, s, w, p, executor_processes=x),
+        "baseline": baseline_0cron.run_steady(srv, target, n, s, w, p, processes=x),
     }
+    if in_process_too:
+        results["tickwork_in_process"] = steady.run(srv, target, n, s, w, p, executor_processes=0)
+    return results
 
 
 def run_schedule() -> str:
@@ -78,16 +89,23 @@ def run_schedule() -> str:
     return out.getvalue()
 
 
-def burst_rows(r: dict[str, Any], n: int) -> list[tuple[str, ...]]:
+def mode(processes: int) -> str:
+    """Where the executors (and the baseline's tasks) ran, for a section header."""
+    if processes <= 0:
+        return "executors in the poller's process"
+    return f"executors in {processes} process{'es' if processes > 1 else ''}"
+
+
+def burst_rows(r: dict[str, Any], n: int, processes: int) -> list[tuple[str, ...]]:
     alone, base_alone, tw, base = r["tickwork_poller_alone"], r["baseline_poll_alone"], r["tickwork"], r["baseline"]
     tw_d, base_d = tw["deliveries"], base["deliveries"]
     tick = alone["tick"]
     return [
-        (f"Burst: {n:,} jobs due in one second",),
+        (f"Burst: {n:,} jobs due in one second; {mode(processes)} (the baseline's tasks likewise)",),
         ("dispatched: tick start → last hand-off, poller alone", seconds(alone["dispatch_seconds"]),
          seconds(base_alone["dispatch_seconds"]), ratio(alone["dispatch_seconds"], base_alone["dispatch_seconds"]),
          verdict(alone["dispatch_seconds"], 1.0, seconds)),
-        ("dispatched: same, executors running in-process", seconds(tw["dispatch_seconds"]),
+        ("dispatched: same, executors running", seconds(tw["dispatch_seconds"]),
          seconds(base["dispatch_seconds"]), ratio(tw["dispatch_seconds"], base["dispatch_seconds"]),
          verdict(tw["dispatch_seconds"], 1.0, seconds)),
         ("all arrived: last request at target − due second", seconds(tw["all_arrived_after_due_seconds"]),
@@ -103,11 +121,11 @@ def burst_rows(r: dict[str, Any], n: int) -> list[tuple[str, ...]]:
     ]
 
 
-def steady_rows(r: dict[str, Any], n: int, s: int) -> list[tuple[str, ...]]:
+def steady_rows(r: dict[str, Any], n: int, s: int, processes: int) -> list[tuple[str, ...]]:
     tw, base, alone = r["tickwork"], r["baseline"], r["tickwork_poller_alone"]
     tw_d, base_d = tw["deliveries"], base["deliveries"]
     return [
-        (f"Steady: {n:,} jobs every second for {s} s",),
+        (f"Steady: {n:,} jobs every second for {s} s; {mode(processes)} (the baseline's tasks likewise)",),
         ("send lag p50 / p99 / max (scheduled → request sent)", lags(tw_d["send_lag_ms"]), lags(base_d["send_lag_ms"]),
          ratio(tw_d["send_lag_ms"]["p99"], base_d["send_lag_ms"]["p99"]) + " (p99)",
          verdict(tw_d["send_lag_ms"]["p99"], 100, ms) + " (p99)"),
@@ -117,6 +135,19 @@ def steady_rows(r: dict[str, Any], n: int, s: int) -> list[tuple[str, ...]]:
         ("ticks run / due; tick p50 / max", _ticks(tw["ticks"]), _ticks(base["ticks"])),
         (f"poller alone, one second of {n:,} runs: tick", seconds(alone["dispatch_seconds"]), "", "",
          verdict(alone["dispatch_seconds"], 1.0, seconds)),
+    ]
+
+
+def steady_in_process_rows(tw: dict[str, Any], n: int, s: int) -> list[tuple[str, ...]]:
+    """Tickwork alone, its executors on threads of the poller's process."""
+    d = tw["deliveries"]
+    return [
+        (f"Steady, executors in the poller's process (as make dev runs): {n:,} jobs every second for {s} s",),
+        ("send lag p50 / p99 / max (scheduled → request sent)", lags(d["send_lag_ms"]), "", "",
+         verdict(d["send_lag_ms"]["p99"], 100, ms) + " (p99)"),
+        ("arrival lag p50 / p99 / max (scheduled → target)", lags(d["arrival_lag_ms"])),
+        ("delivered / dropped / duplicate", _counts(d, tw["statuses"]), "", "", _lost_verdict(d)),
+        ("ticks run / due; tick p50 / max", _ticks(tw["ticks"])),
     ]
 
 
@@ -178,23 +209,8 @@ def section(
     return "\n".join(lines)
 
 
-class _LineSink(io.TextIOBase):
-    """Stands in for stdout while benchmarks run: the executor's metric lines (Powertools EMF) are still
-    built and written, as in Lambda, but counted instead of flooding the terminal."""
-
-    def __init__(self) -> None:
-        self.lines = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self.lines += text.count("\n")
-        return len(text)
-
-
 def main(argv: list[str]) -> int:
-    sink = _LineSink()
+    sink = LineSink()  # executor processes add the lines their own sinks counted (bench/executors.py)
     with contextlib.redirect_stdout(sink):
         code = _main(argv, sys.__stdout__)
     print(f"({sink.lines:,} lines written to stdout by Tickwork during the run, metrics in the embedded metric format)")
@@ -216,11 +232,16 @@ def _main(argv: list[str], out: Any) -> int:
         if "burst" in phases:
             print("burst ...", flush=True, file=out)
             results["burst"] = run_burst(srv, target, args)
-            rows += burst_rows(results["burst"], args.burst_jobs)
+            rows += burst_rows(results["burst"], args.burst_jobs, args.executor_processes)
         if "steady" in phases:
-            print(f"steady ({args.steady_seconds} s, twice) ...", flush=True, file=out)
-            results["steady"] = run_steady(srv, target, args)
-            rows += steady_rows(results["steady"], args.steady_jobs, args.steady_seconds)
+            in_process_too = not args.only and args.executor_processes > 0
+            print(f"steady ({args.steady_seconds} s, {'three times' if in_process_too else 'twice'}) ...",
+                  flush=True, file=out)
+            results["steady"] = run_steady(srv, target, args, in_process_too)
+            rows += steady_rows(results["steady"], args.steady_jobs, args.steady_seconds, args.executor_processes)
+            if in_process_too:
+                rows += steady_in_process_rows(results["steady"]["tickwork_in_process"], args.steady_jobs,
+                                               args.steady_seconds)
     if "idle" in phases:
         print("idle ...", flush=True, file=out)
         results["idle"] = idle.run(srv, args.idle_jobs, args.rebuild)

@@ -14,6 +14,7 @@ pool. Where the article is silent or harsh, the baseline is given the benefit of
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -27,10 +28,12 @@ import urllib3
 
 from tickwork import delivery, scheduling
 from tickwork.store import jobs as jobs_store
+from tickwork.settings import Settings
 from tickwork.timeutil import rfc3339
 from tickwork.wiring import connect_db
 
 from bench.burst import check_ahead, due_second
+from bench.executors import MIN_DB_POOL, MIN_WIDTH, WorkerProcesses, split
 from bench.harness import (
     EVERY_SECOND,
     INDEX_CHUNK,
@@ -84,66 +87,25 @@ class PollResult:
     seconds: float
 
 
-class Baseline:
-    def __init__(self, ws: Workspace, workers: int, db_pool_size: int, execute: bool = True) -> None:
-        self.execute = execute  # False: the poll loop alone, its tasks counted but not run
-        self.key = ws.key("0cron:scheduled_jobs")
-        self._lock_prefix = ws.key("0cron:lock:")
-        self.redis = redis.Redis.from_url(ws.servers.redis_url, decode_responses=True)
-        self.db = connect_db(ws.settings, db_pool_size)
+class BaselineTasks:
+    """What a 0cron task does with a due job, and the clients it does it with (one set per process)."""
+
+    def __init__(self, settings: Settings, key: str, lock_prefix: str, db_pool_size: int) -> None:
+        self.key = key
+        self._lock_prefix = lock_prefix
+        self.redis = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        self.db = connect_db(settings, db_pool_size)
         self.http = urllib3.PoolManager(num_pools=HTTP_POOLS, maxsize=HTTP_POOL_SIZE)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="0cron")
-        self.submitted = 0
-        self.done = 0
-        self.errors: list[str] = []
-        self.first_submit_at: float | None = None
-        self.last_submit_at: float | None = None
-        self._count_lock = threading.Lock()
-        with self.db.connection() as conn:
-            conn.execute(_RUNS_TABLE)
+
+    def handle(self, task: tuple[str, int]) -> None:
+        """A task from a worker process's queue: (job id, slot second)."""
+        self.execute(*task)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
         self.db.close()
         self.redis.close()
 
-    def schedule(self, job_ids: Sequence[str], at_second: int) -> None:
-        """ZADD the jobs at a whole second, as 0cron's schedule_job does (scores in seconds)."""
-        for chunk in chunks(job_ids, INDEX_CHUNK):
-            self.redis.zadd(self.key, {job_id: at_second for job_id in chunk})
-
-    def poll(self, now_ms: int) -> PollResult:
-        started = time.time()
-        due = self.redis.zrangebyscore(self.key, 0, now_ms // 1000, withscores=True)
-        locked = 0
-        for job_id, score in due:
-            if not self.redis.set(self._lock_prefix + job_id, "1", nx=True, ex=LOCK_TTL_SECONDS):
-                continue  # another instance holds it
-            self.redis.zrem(self.key, job_id)
-            if self.execute:
-                self.pool.submit(self._task, job_id, int(score))
-            locked += 1
-            self._note_submit()
-        return PollResult(len(due), locked, 1 + 2 * locked, time.time() - started)
-
-    def _note_submit(self) -> None:
-        now = time.time()
-        with self._count_lock:
-            self.submitted += 1
-            self.first_submit_at = self.first_submit_at or now
-            self.last_submit_at = now
-
-    def _task(self, job_id: str, slot_second: int) -> None:
-        try:
-            self._execute(job_id, slot_second)
-        except Exception as exc:  # tokio would log it; the benchmark counts it
-            with self._count_lock:
-                self.errors.append(repr(exc))
-        finally:
-            with self._count_lock:
-                self.done += 1
-
-    def _execute(self, job_id: str, slot_second: int) -> None:
+    def execute(self, job_id: str, slot_second: int) -> None:
         with self.db.connection() as conn:
             found = jobs_store.get_jobs(conn, [job_id])
         if not found or found[0].status != "active":
@@ -167,6 +129,102 @@ class Baseline:
             conn.execute("UPDATE jobs SET next_run_at = %s WHERE id = %s", (nxt, job.id))
         self.redis.delete(self._lock_prefix + job.id)
 
+
+def _task_process(arg: tuple[Settings, str, str, int]) -> BaselineTasks:
+    """A worker process's BaselineTasks (bench/executors.py builds it in each child)."""
+    return BaselineTasks(*arg)
+
+
+class Baseline:
+    """The poll loop, in this process; its tasks on a thread pool here (processes=0) or, like Tickwork's
+    executors with executor processes, in `processes` worker processes (workers and connections shared out)."""
+
+    def __init__(
+        self, ws: Workspace, workers: int, db_pool_size: int, execute: bool = True, processes: int = 0,
+    ) -> None:
+        self.execute = execute  # False: the poll loop alone, its tasks counted but not run
+        self.key = ws.key("0cron:scheduled_jobs")
+        self._lock_prefix = ws.key("0cron:lock:")
+        self.redis = redis.Redis.from_url(ws.servers.redis_url, decode_responses=True)
+        self.tasks: BaselineTasks | None = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.processes: WorkerProcesses | None = None
+        with ws.connect() as conn:
+            conn.execute(_RUNS_TABLE)
+        if execute and processes > 0:
+            arg = (ws.settings, self.key, self._lock_prefix, split(db_pool_size, processes, MIN_DB_POOL))
+            self.processes = WorkerProcesses(_task_process, arg, processes, split(workers, processes, MIN_WIDTH),
+                                             "0cron").start()
+        elif execute:
+            self.tasks = BaselineTasks(ws.settings, self.key, self._lock_prefix, db_pool_size)
+            self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="0cron")
+        self.submitted = 0
+        self._done = 0
+        self._errors: list[str] = []
+        self.first_submit_at: float | None = None
+        self.last_submit_at: float | None = None
+        self._count_lock = threading.Lock()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.tasks is not None:
+            self.tasks.close()
+        if self.processes is not None:
+            self.processes.close()
+        self.redis.close()
+
+    @property
+    def done(self) -> int:
+        return self.processes.runs_done if self.processes is not None else self._done
+
+    @property
+    def errors(self) -> list[str]:
+        return self.processes.errors if self.processes is not None else self._errors
+
+    def schedule(self, job_ids: Sequence[str], at_second: int) -> None:
+        """ZADD the jobs at a whole second, as 0cron's schedule_job does (scores in seconds)."""
+        for chunk in chunks(job_ids, INDEX_CHUNK):
+            self.redis.zadd(self.key, {job_id: at_second for job_id in chunk})
+
+    def poll(self, now_ms: int) -> PollResult:
+        started = time.time()
+        due = self.redis.zrangebyscore(self.key, 0, now_ms // 1000, withscores=True)
+        locked = 0
+        for job_id, score in due:
+            if not self.redis.set(self._lock_prefix + job_id, "1", nx=True, ex=LOCK_TTL_SECONDS):
+                continue  # another instance holds it
+            self.redis.zrem(self.key, job_id)
+            if self.processes is not None:
+                self.processes.submit((job_id, int(score)), 1)
+            elif self.pool is not None:
+                self.pool.submit(self._task, job_id, int(score))
+            locked += 1
+            self._note_submit()
+        return PollResult(len(due), locked, 1 + 2 * locked, time.time() - started)
+
+    def spreading(self) -> contextlib.AbstractContextManager[None]:
+        """Around a warm-up poll: with worker processes, every one of them gets its share of the tasks."""
+        return self.processes.spreading() if self.processes is not None else contextlib.nullcontext()
+
+    def _note_submit(self) -> None:
+        now = time.time()
+        with self._count_lock:
+            self.submitted += 1
+            self.first_submit_at = self.first_submit_at or now
+            self.last_submit_at = now
+
+    def _task(self, job_id: str, slot_second: int) -> None:
+        assert self.tasks is not None
+        try:
+            self.tasks.execute(job_id, slot_second)
+        except Exception as exc:  # tokio would log it; the benchmark counts it
+            with self._count_lock:
+                self._errors.append(repr(exc))
+        finally:
+            with self._count_lock:
+                self._done += 1
+
     def idle(self) -> bool:
         return not self.execute or self.done >= self.submitted
 
@@ -175,9 +233,11 @@ class Baseline:
 
     def reset_counts(self) -> None:
         with self._count_lock:
-            self.submitted = self.done = 0
+            self.submitted = self._done = 0
             self.first_submit_at = self.last_submit_at = None
-            self.errors = []
+            self._errors = []
+        if self.processes is not None:
+            self.processes.reset()
 
     def send_lags(self, conn: Any, name: str, window: tuple[float, float]) -> list[float]:
         params = {"prefix": f"{name}-%", "lo": window[0], "hi": window[1]}
@@ -204,7 +264,8 @@ WARM_UP_JOBS = 200
 def _warm_up(ws: Workspace, base: Baseline, target: Target) -> None:
     job_ids = insert_jobs(ws, WARM_UP_JOBS, ONCE_A_DAY, (int(time.time()) - 1) * 1000, target.url, "warmup")
     base.schedule(job_ids, int(time.time()) - 1)
-    base.poll(int(time.time() * 1000))
+    with base.spreading():
+        base.poll(int(time.time() * 1000))
     base.drain(DRAIN_TIMEOUT_SECONDS)
     wait_for(lambda: target.count() >= WARM_UP_JOBS, 10)
     target.take()
@@ -213,9 +274,10 @@ def _warm_up(ws: Workspace, base: Baseline, target: Target) -> None:
 
 def run_burst(
     servers: Servers, target: Target, jobs: int, workers: int, db_pool: int, execute: bool = True,
+    processes: int = 0,
 ) -> dict[str, Any]:
     with Workspace(servers, "burst0cron") as ws:
-        base = Baseline(ws, workers, db_pool, execute)
+        base = Baseline(ws, workers, db_pool, execute, processes)
         try:
             if execute:
                 _warm_up(ws, base, target)
@@ -242,9 +304,11 @@ def run_burst(
             base.close()
 
 
-def run_steady(servers: Servers, target: Target, jobs: int, seconds: int, workers: int, db_pool: int) -> dict[str, Any]:
+def run_steady(
+    servers: Servers, target: Target, jobs: int, seconds: int, workers: int, db_pool: int, processes: int = 0,
+) -> dict[str, Any]:
     with Workspace(servers, "steady0cron") as ws:
-        base = Baseline(ws, workers, db_pool)
+        base = Baseline(ws, workers, db_pool, processes=processes)
         try:
             _warm_up(ws, base, target)
             start = due_second(jobs)
@@ -270,7 +334,9 @@ def _outcome(
     with ws.connect() as conn:
         lags = base.send_lags(conn, "bench", window)
     deliveries = summarize(arrivals, set(job_ids), window, per_job, lags)
-    return {"deliveries": deliveries.as_dict(), "drained": drained, "submitted": base.submitted,
+    by_process = None if base.processes is None else sorted(base.processes.done_by_pid.values(), reverse=True)
+    return {"task_processes": 0 if base.processes is None else base.processes.processes, "tasks_by_process": by_process,
+            "deliveries": deliveries.as_dict(), "drained": drained, "submitted": base.submitted,
             "errors": base.errors[:3], "error_count": len(base.errors)}
 
 

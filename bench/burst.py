@@ -31,10 +31,14 @@ def check_ahead(second: int) -> None:
         raise RuntimeError(f"setup overran: second {second} already started; raise SETUP_SECONDS_PER_JOB")
 
 
-def run(servers: Servers, target: Target, jobs: int, workers: int, db_pool: int, executors: bool) -> dict[str, Any]:
-    """One Tickwork burst; executors=False measures the poller alone (dispatches are only recorded)."""
+def run(
+    servers: Servers, target: Target, jobs: int, workers: int, db_pool: int, executors: bool,
+    executor_processes: int = 0,
+) -> dict[str, Any]:
+    """One Tickwork burst; executors=False measures the poller alone (dispatches are only recorded).
+    executor_processes: 0 runs the executors in the poller's process, N > 0 in N processes (bench/rig.py)."""
     with Workspace(servers, "burst") as ws:
-        rig = TickworkRig(ws, workers, db_pool, run_executors=executors)
+        rig = TickworkRig(ws, workers, db_pool, run_executors=executors, executor_processes=executor_processes)
         try:
             warm_up(ws, rig, target)
             due = due_second(jobs)
@@ -45,7 +49,9 @@ def run(servers: Servers, target: Target, jobs: int, workers: int, db_pool: int,
             drained = rig.drain(DRAIN_TIMEOUT_SECONDS)
             if executors:
                 wait_for(lambda: target.count() >= jobs, 5)
-            return _result(ws, rig, target, ticker, job_ids, due, drained)
+            return {"executor_processes": executor_processes if executors else None,
+                    "runs_by_process": rig.runs_by_process(),
+                    **_result(ws, rig, target, ticker, job_ids, due, drained)}
         finally:
             rig.close()
 

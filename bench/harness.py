@@ -6,6 +6,8 @@ and a fresh Redis namespace, both dropped on exit, so a run never sees another r
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import threading
@@ -259,6 +261,14 @@ class InProcessExecutors:
     def invoke(self, dispatches: Sequence[Dispatch]) -> None:
         self.pool.invoke(dispatches)
 
+    def spreading(self) -> contextlib.AbstractContextManager[None]:
+        """One pool: nothing to spread a warm-up over (ProcessExecutors has several processes)."""
+        return contextlib.nullcontext()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.runs_done = self.runs_started = 0
+
     def close(self) -> None:
         self.pool.shutdown(wait=False)
 
@@ -291,6 +301,26 @@ class LogTally(logging.Handler):
 
     def summary(self) -> list[str]:
         return [f"{count} x {name}: {message}" for (name, message), count in self.counts.most_common(10)]
+
+    def merge(self, counts: dict[tuple[str, str], int], examples: Sequence[str]) -> None:
+        """Add another process's tally (bench/executors.py children send theirs at close)."""
+        self.counts.update(counts)
+        self.examples += list(examples)[:max(0, 3 - len(self.examples))]
+
+
+class LineSink(io.TextIOBase):
+    """Stands in for stdout while benchmarks run: the executor's metric lines (Powertools EMF) are still
+    built and written, as in Lambda, but counted instead of flooding the terminal."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.lines += text.count("\n")
+        return len(text)
 
 
 def capture_logs() -> LogTally:

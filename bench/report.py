@@ -106,10 +106,11 @@ def plain(rows: list[tuple[str, ...]]) -> str:
     """The same table for a terminal."""
     header = ("measure", "Tickwork", "0cron baseline", "base÷TW", "target")
     cells = [header] + [tuple(list(r) + [""] * (len(header) - len(r))) for r in rows]
-    widths = [max(len(str(row[i])) for row in cells) for i in range(len(header))]
+    # A section header (a row of one cell) is printed on its own line: it does not widen the first column.
+    widths = [max(len(str(row[i])) for row in cells if i or any(row[1:])) for i in range(len(header))]
     out = []
     for row in cells:
-        if len(row) == len(header) and row[1:] == ("",) * (len(header) - 1):
+        if not any(row[1:]):
             out.append(f"-- {row[0]}")
             continue
         out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())

@@ -17,9 +17,12 @@ from bench.target import Target
 DRAIN_TIMEOUT_SECONDS = 60
 
 
-def run(servers: Servers, target: Target, jobs: int, seconds: int, workers: int, db_pool: int) -> dict[str, Any]:
+def run(
+    servers: Servers, target: Target, jobs: int, seconds: int, workers: int, db_pool: int, executor_processes: int = 0,
+) -> dict[str, Any]:
+    """executor_processes: 0 runs the executors in the poller's process, N > 0 in N processes (bench/rig.py)."""
     with Workspace(servers, "steady") as ws:
-        rig = TickworkRig(ws, workers, db_pool)
+        rig = TickworkRig(ws, workers, db_pool, executor_processes=executor_processes)
         try:
             warm_up(ws, rig, target)
             first = due_second(jobs)
@@ -39,6 +42,7 @@ def run(servers: Servers, target: Target, jobs: int, seconds: int, workers: int,
             deliveries = summarize(arrivals, set(job_ids), window, seconds, send_lags)
             busy = [t for t in ticker.ticks if t.result is not None and t.result.dispatched]
             return {
+                "executor_processes": executor_processes, "runs_by_process": rig.runs_by_process(),
                 "deliveries": deliveries.as_dict(), "statuses": statuses, "drained": drained,
                 "ticks": tick_stats([t.seconds for t in ticker.ticks], seconds),
                 "tick": tick_summary(busy[len(busy) // 2].result) if busy else {},

@@ -82,7 +82,10 @@ def _serve(conn: Any) -> None:
 
     def control() -> None:
         while True:
-            command = conn.recv()
+            try:
+                command = conn.recv()
+            except EOFError:  # the parent is gone (killed): don't outlive it
+                os._exit(1)
             if command == "take":
                 conn.send(recorder.take())
             elif command == "count":
