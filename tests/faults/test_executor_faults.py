@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -34,7 +33,7 @@ def _first_run(services: Services, target: Target, max_attempts: int) -> str:
 
 def _crash_after_send(services: Services, invoker: RecordingInvoker, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the first dispatch in an executor that dies right after sending; returns the run id."""
-    monkeypatch.setattr(executions_store, "finish_attempt", crash)
+    monkeypatch.setattr(executions_store, "finish_attempts", crash)
     with pytest.raises(Crash):
         execute(services, invoker.dispatches, S0)
     monkeypatch.undo()
@@ -81,16 +80,16 @@ def test_an_executor_reporting_after_it_was_declared_lost_changes_nothing(
     Must hold: its late result is refused, the run keeps the retry's outcome and attempts."""
     job_id = _first_run(services, target, max_attempts=3)
     sent_first, resume = threading.Event(), threading.Event()
-    real_send = delivery.send
+    real_complete = delivery.Prepared.complete
 
-    def send_then_stall(*args: Any, **kwargs: Any) -> delivery.Outcome:
-        outcome = real_send(*args, **kwargs)
+    def send_then_stall(prepared: delivery.Prepared) -> delivery.Outcome:
+        outcome = real_complete(prepared)
         if not sent_first.is_set():
             sent_first.set()
             assert resume.wait(10)
         return outcome
 
-    monkeypatch.setattr(delivery, "send", send_then_stall)
+    monkeypatch.setattr(delivery.Prepared, "complete", send_then_stall)
     late: list[str] = []
     first = threading.Thread(target=lambda: late.extend(execute(services, invoker.dispatches[:1], S0)))
     first.start()

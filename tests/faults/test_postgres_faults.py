@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Iterator
 
 import psycopg_pool
 import pytest
@@ -62,15 +62,15 @@ def test_postgres_down_while_the_executor_stores_the_result(
     due_index(services).mark_built(to_ms(S0))
     Poller(services).tick(to_ms(S0))
     executor_svc = Services(services.settings, connect_db(services.settings, 1), services.redis, invoker)
-    real_send = delivery.send
+    real_complete = delivery.Prepared.complete
 
-    def send_then_lose_postgres(*args: Any, **kwargs: Any) -> delivery.Outcome:
-        outcome = real_send(*args, **kwargs)
+    def send_then_lose_postgres(prepared: delivery.Prepared) -> delivery.Outcome:
+        outcome = real_complete(prepared)
         executor_svc.db.close()
         executor_svc.db = dead_pool
         return outcome
 
-    monkeypatch.setattr(delivery, "send", send_then_lose_postgres)
+    monkeypatch.setattr(delivery.Prepared, "complete", send_then_lose_postgres)
     with pytest.raises(psycopg_pool.PoolTimeout):
         execute(executor_svc, invoker.dispatches, S0)
     monkeypatch.undo()

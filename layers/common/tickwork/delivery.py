@@ -1,18 +1,27 @@
-"""Sends one HTTP attempt with urllib3 and describes what happened, without leaking secrets.
+"""Sends HTTP attempts with urllib3 and describes what happened, without leaking secrets.
+
+An attempt is taken in three steps, so that the instant a run is due costs one socket write:
+`prepare` (ahead of the instant: take a warm keep-alive connection or open one, render the request),
+`Prepared.fire` (at the instant: write the request) and `Prepared.complete` (read the response,
+classify it, hand the connection back). `send` does the three at once.
 
 Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
 URL (query strings carry tokens) into its messages, and attempts are stored and shown to users.
 """
 from __future__ import annotations
 
+import http.client
+import ssl
+import threading
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-import urllib3
 from urllib3 import exceptions as ux
+from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from tickwork.retry import is_retryable_status
 
@@ -21,6 +30,14 @@ MAX_STORED_BODY_BYTES = 4096
 USER_AGENT = "Tickwork/0.1"
 # Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
 DEFAULT_TIMEOUT_SECONDS = 30
+# Idle keep-alive connections kept per target: an execution environment runs one invocation at a time,
+# which sends at most executor.MAX_PARALLEL_SENDS (50) requests at once.
+MAX_IDLE_PER_TARGET = 64
+# Targets whose idle connections are kept; the least recently used beyond this are closed.
+MAX_TARGETS = 64
+
+# (scheme, host, port, pinned address): a connection pinned to a checked address is only reused for it.
+TargetKey = tuple[str, str, int, str | None]
 
 
 @dataclass(frozen=True)
@@ -42,17 +59,225 @@ class Outcome:
         return is_retryable_status(self.status_code)
 
 
+class Connections:
+    """Keep-alive connections per target, reused across the invocations of one execution environment.
+
+    A connection is out (owned by one attempt) or idle here; an idle one the target closed meanwhile is
+    noticed when taken (a zero-timeout poll) and discarded.
+    """
+
+    def __init__(self, max_idle_per_target: int = MAX_IDLE_PER_TARGET, max_targets: int = MAX_TARGETS) -> None:
+        self.max_idle_per_target = max_idle_per_target
+        self.max_targets = max_targets
+        self._idle: OrderedDict[TargetKey, list[HTTPConnection]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: TargetKey) -> tuple[HTTPConnection, bool]:
+        """A connection to `key` and whether it is a reused (already open) one."""
+        while (conn := self._pop(key)) is not None:
+            if conn.is_connected:
+                return conn, True
+            conn.close()
+        return _new_connection(key), False
+
+    def give_back(self, key: TargetKey, conn: HTTPConnection) -> None:
+        evicted: list[HTTPConnection] = []
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            self._idle.move_to_end(key)
+            if len(idle) < self.max_idle_per_target:
+                idle.append(conn)
+            else:
+                evicted.append(conn)
+            while len(self._idle) > self.max_targets:
+                evicted.extend(self._idle.popitem(last=False)[1])
+        for old in evicted:
+            old.close()
+
+    def idle_count(self, key: TargetKey) -> int:
+        with self._lock:
+            return len(self._idle.get(key, ()))
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, OrderedDict()
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
+
+    def _pop(self, key: TargetKey) -> HTTPConnection | None:
+        with self._lock:
+            idle = self._idle.get(key)
+            return idle.pop() if idle else None
+
+
+def _new_connection(key: TargetKey) -> HTTPConnection:
+    scheme, host, port, pinned = key
+    if scheme != "https":
+        return HTTPConnection(pinned or host, port)
+    if pinned is None:
+        return HTTPSConnection(host, port)
+    # Connect to the checked address; TLS SNI and the certificate check still use the URL's host name.
+    return HTTPSConnection(pinned, port, server_hostname=host, assert_hostname=host)
+
+
+@dataclass
+class Prepared:
+    """One attempt made ready to go: a connection to its target and the request to write on it."""
+
+    connections: Connections | None  # None when it failed before any connection was taken
+    key: TargetKey
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes | None
+    timeout: float
+    conn: HTTPConnection | None = None
+    reused: bool = False
+    error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
+    _fired: float | None = field(default=None, repr=False)  # time.monotonic() of the write
+    _send_error: Exception | None = field(default=None, repr=False)
+
+    def fire(self) -> None:
+        """Write the request. Never raises: a failure is reported by complete()."""
+        if self.error is not None or self.conn is None:
+            return
+        self._fired = time.monotonic()
+        try:
+            if self.reused and not self.conn.is_connected:
+                # The target closed the idle connection while the run waited: open a fresh one.
+                self.conn.close()
+            self._write()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            if not self.reused:
+                self._send_error = exc
+                return
+            # A keep-alive connection closed under the write: the request did not get through.
+            self.conn.close()
+            self.reused = False
+            self._retry_write()
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            self._send_error = exc
+
+    def complete(self) -> Outcome:
+        """Read the response (fire first), classify it and keep the connection if it can be reused."""
+        if self.error is not None or self.conn is None:
+            return Outcome(None, None, self.error, 0)
+        if self._fired is None:
+            raise RuntimeError("complete() before fire()")
+        if self._send_error is not None:
+            return self._failed(self._send_error)
+        try:
+            self.conn.timeout = max(0.001, self.timeout - (time.monotonic() - self._fired))
+            response = self.conn.getresponse()
+            data = response.read(MAX_STORED_BODY_BYTES)
+            whole = not response.read(1)
+            response.release_conn()
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            return self._failed(exc)
+        duration = self._elapsed_ms()
+        if whole and self.conn.sock is not None and self.connections is not None:
+            self.connections.give_back(self.key, self.conn)
+        else:
+            # Closed by the target, or a longer body than we keep: not worth draining.
+            self.conn.close()
+        return _outcome(response.status, data, response.headers, duration)
+
+    def abandon(self) -> None:
+        """Give up on a prepared attempt that will not be fired (its run did not start)."""
+        if self.conn is not None and self.connections is not None and self._fired is None:
+            self.connections.give_back(self.key, self.conn)
+            self.conn = None
+
+    def _write(self) -> None:
+        assert self.conn is not None
+        self.conn.timeout = self.timeout
+        self.conn.request(self.method, self.path, body=self.body, headers=self.headers, preload_content=False)
+
+    def _retry_write(self) -> None:
+        try:
+            self._write()
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            self._send_error = exc
+
+    def _failed(self, exc: Exception) -> Outcome:
+        if self.conn is not None:
+            self.conn.close()
+        return Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms())
+
+    def _elapsed_ms(self) -> int:
+        return 0 if self._fired is None else int((time.monotonic() - self._fired) * 1000)
+
+
+def prepare(
+    connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
+    pinned_address: str | None = None,
+) -> Prepared:
+    """Make an attempt ready: no redirects will be followed (a redirect could point inside the network)
+    and nothing is retried behind the caller's back.
+
+    With `pinned_address` the connection goes to that IP (the one the SSRF guard checked) while Host,
+    TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
+    """
+    parts = urlsplit(request["url"])
+    host, port = host_and_port(request["url"])
+    key: TargetKey = (parts.scheme, host, port, pinned_address)
+    headers = {name: value for name, value in request.get("headers", {}).items() if name.lower() != "host"}
+    headers = {"User-Agent": USER_AGENT, **headers, **extra_headers, "Host": parts.netloc.rsplit("@", 1)[-1]}
+    body = request.get("body")
+    prepared = Prepared(
+        connections, key, request.get("method", "GET"), (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+        headers, body.encode() if isinstance(body, str) else body, timeout,
+    )
+    conn, prepared.reused = connections.take(key)
+    if not prepared.reused:
+        conn.timeout = timeout
+        try:
+            conn.connect()
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            conn.close()
+            prepared.error = _describe_error(exc, timeout)
+            return prepared
+    prepared.conn = conn
+    return prepared
+
+
+def send(
+    connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
+    pinned_address: str | None = None,
+) -> Outcome:
+    """One attempt now: prepare, fire and complete."""
+    prepared = prepare(connections, request, extra_headers, timeout, pinned_address)
+    prepared.fire()
+    return prepared.complete()
+
+
+def failed_before_sending(error: str) -> Prepared:
+    """An attempt stopped before any connection was made (the SSRF guard, a host that does not resolve):
+    firing it does nothing and completing it reports `error`."""
+    return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, error=error)
+
+
+def _outcome(status: int, data: bytes, headers: Mapping[str, str], duration_ms: int) -> Outcome:
+    error = None
+    if 300 <= status < 400:
+        error = "redirect not followed"
+    elif status >= 400:
+        error = f"HTTP {status}"
+    return Outcome(status, _truncate(data), error, duration_ms, _retry_after(headers, time.time()))
+
+
 def _describe_error(exc: Exception, timeout: float) -> str:
     # Order matters: urllib3's NewConnectionError subclasses ConnectTimeoutError.
     if isinstance(exc, ux.NameResolutionError):
         return "connection failed: could not resolve host"
     if isinstance(exc, ux.NewConnectionError):
         return "connection failed: could not connect"
-    if isinstance(exc, ux.SSLError):
+    if isinstance(exc, (ux.SSLError, ssl.SSLError, ssl.CertificateError)):
         return "connection failed: TLS handshake error"
     if isinstance(exc, (ux.ConnectTimeoutError, ux.ReadTimeoutError, TimeoutError)):
         return f"timeout: no response within {timeout:g}s"
-    if isinstance(exc, ux.ProtocolError):
+    if isinstance(exc, (ux.ProtocolError, http.client.HTTPException, ConnectionError)):
         return "connection failed: connection dropped before a response"
     return f"connection failed: {type(exc).__name__}"
 
@@ -71,54 +296,6 @@ def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
 
 def _truncate(data: bytes) -> str:
     return data[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
-
-
-def send(
-    http: urllib3.PoolManager, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
-    pinned_address: str | None = None,
-) -> Outcome:
-    """One attempt: no redirects followed (a redirect could point inside the network), no urllib3 retries.
-
-    With `pinned_address` the connection goes to that IP (the one the SSRF guard checked) while Host,
-    TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
-    """
-    headers = {"User-Agent": USER_AGENT, **request.get("headers", {}), **extra_headers}
-    body = request.get("body")
-    started = time.monotonic()
-    try:
-        pool, target = _pool_and_target(http, request["url"], pinned_address, headers)
-        response = pool.urlopen(
-            request.get("method", "GET"), target, body=body.encode() if isinstance(body, str) else body,
-            headers=headers, timeout=urllib3.Timeout(total=timeout), retries=False, redirect=False,
-            preload_content=False,
-        )
-        data = response.read(MAX_STORED_BODY_BYTES)
-        if response.read(1):
-            # A longer body is not worth downloading: drop the connection instead of draining it.
-            response.close()
-        response.release_conn()
-    except Exception as exc:  # every transport failure becomes a recorded, classified attempt
-        return Outcome(None, None, _describe_error(exc, timeout), int((time.monotonic() - started) * 1000))
-    duration = int((time.monotonic() - started) * 1000)
-    error = None
-    if 300 <= response.status < 400:
-        error = "redirect not followed"
-    elif response.status >= 400:
-        error = f"HTTP {response.status}"
-    return Outcome(response.status, _truncate(data), error, duration, _retry_after(response.headers, time.time()))
-
-
-def _pool_and_target(
-    http: urllib3.PoolManager, url: str, pinned_address: str | None, headers: dict[str, str]
-) -> tuple[Any, str]:
-    parts = urlsplit(url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if pinned_address is None:
-        return http.connection_from_url(url), path
-    host, port = host_and_port(url)
-    headers["Host"] = parts.netloc.rsplit("@", 1)[-1]
-    tls = {"server_hostname": host, "assert_hostname": host} if parts.scheme == "https" else None
-    return http.connection_from_host(pinned_address, port, parts.scheme, pool_kwargs=tls), path
 
 
 def request_timeout_seconds(request: Mapping[str, Any], ceiling: float) -> float:

@@ -1,14 +1,21 @@
-"""Runs dispatched attempts: win the execution, wait for its instant, send, record, schedule a retry."""
+"""Runs dispatched attempts: win the execution, get ready, send at its instant, record, schedule a retry.
+
+Everything that can happen before a run's instant does: the run is started in Postgres (one statement
+for the whole invocation), its target is checked and a keep-alive connection made ready. At the
+instant only the request is written; a group's writes happen in one thread, in instant order, so a
+burst of runs due together leaves within a few milliseconds instead of queueing behind each other's
+responses. Results are written as they arrive, many per statement, never held back for the slowest.
+"""
 from __future__ import annotations
 
-import functools
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-import urllib3
 from aws_lambda_powertools import Logger
 
 from tickwork import delivery, metrics, retry
@@ -24,110 +31,278 @@ logger = Logger(child=True)
 
 # The poller claims runs up to its lookahead early; anything further out is a clock problem, not a wait.
 MAX_EARLY_WAIT_SECONDS = 5.0
-# Runs grouped in one invocation (a burst) are sent concurrently, within this many threads.
+# Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50
 
+Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it was sent, what happened
+Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 
-@functools.lru_cache(maxsize=1)
-def http_client() -> urllib3.PoolManager:
-    """One pool per execution environment, kept warm across invocations; as many connections per
-    target as a grouped invocation sends at once, so a burst to one host reuses them."""
-    return urllib3.PoolManager(num_pools=64, maxsize=MAX_PARALLEL_SENDS)
+
+_environment = threading.local()
+
+
+def http_client() -> delivery.Connections:
+    """The keep-alive connections of this execution environment, warm across its invocations. An
+    environment runs one invocation at a time: in Lambda that is the process, locally one invoker thread."""
+    connections = getattr(_environment, "connections", None)
+    if connections is None:
+        connections = _environment.connections = delivery.Connections()
+    return connections
 
 
 @dataclass
 class Executor:
     svc: Services
-    http: urllib3.PoolManager
+    http: delivery.Connections
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     index: DueIndex = field(init=False)
-    # Set while a group runs: results are written by one thread, so the group's sends, which wait for
-    # their instant together, get the CPU first instead of queueing behind the earlier runs' writes.
-    _writer: ThreadPoolExecutor | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.index = DueIndex(self.svc.redis, self.svc.settings.namespace)
 
     def run(self, dispatches: Sequence[Dispatch]) -> list[str]:
-        """Run every dispatch of one invocation; returns each one's outcome (status or 'duplicate')."""
-        if len(dispatches) <= 1:
-            return [self.run_one(d) for d in dispatches]
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
-        try:
-            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_SENDS, len(dispatches))) as pool:
-                return list(pool.map(self.run_one, dispatches))
-        finally:
-            self._writer.shutdown()
-            self._writer = None
-
-    def run_one(self, dispatch: Dispatch) -> str:
-        # The common case (overlap allowed, or a retry) starts before the wait, so the request leaves
-        # at its instant with no database work in between. A job that forbids overlap is judged after
-        # the wait, against the previous run as it is at this run's instant.
+        """Run every dispatch of one invocation; returns each one's outcome (its status, or why it did
+        not start: 'duplicate', 'skipped', 'waiting')."""
+        if not dispatches:
+            return []
+        # Runs of jobs that allow overlap, and retries, start now; the rest are judged at their instant.
         with self.svc.db.connection() as conn:
-            started: StartedExecution | str | None = store.start_unguarded(conn, dispatch.execution_id,
-                                                                            dispatch.attempt)
-        self._wait_until(dispatch.fire_at_ms)
-        if started is None:
-            with self.svc.db.connection() as conn:
-                started = store.start_guarded(conn, dispatch.execution_id, dispatch.attempt)
+            started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
+        if len(dispatches) == 1:
+            return [self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))]
+        return _Group(self, dispatches, started).run()
+
+    def _run_alone(self, dispatch: Dispatch, run: StartedExecution | None) -> str:
+        prepared = None if run is None else self.prepare(run)
+        self.wait_until(dispatch.fire_at_ms)
+        if run is None:
+            judged = self.start_guarded(dispatch)
+            if isinstance(judged, str):
+                return judged
+            run, prepared = judged, self.prepare(judged)
+        assert prepared is not None
+        sent_at = self.fire(prepared)
+        return self.record([(run, sent_at, prepared.complete())])[run.id]
+
+    def start_guarded(self, dispatch: Dispatch) -> StartedExecution | str:
+        """Start a first attempt of a job that forbids overlap, judged as things are at its instant."""
+        with self.svc.db.connection() as conn:
+            started = store.start_guarded(conn, dispatch.execution_id, dispatch.attempt)
         if isinstance(started, str):
             logger.info("run not started", extra={"execution_id": dispatch.execution_id,
                                                   "attempt": dispatch.attempt, "reason": started})
             metrics.record_not_started(started)
-            return started
-        return self._attempt(started)
+        return started
 
-    def _wait_until(self, fire_at_ms: int) -> None:
+    def prepare(self, run: StartedExecution) -> delivery.Prepared:
+        """Check the target and ready a connection to it; a refused target is a recorded failure."""
+        request = run.request
+        timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
+        pinned = None
+        if not self.svc.settings.allow_private_targets:
+            host, port = delivery.host_and_port(request["url"])
+            try:
+                # Connect to the address just checked, so a second DNS answer cannot point inside the network.
+                pinned = resolve_public_addresses(host, port, allow_private=False)[0]
+            except UnsafeTargetError as exc:
+                return delivery.failed_before_sending(f"refused: {exc.message}")
+            except OSError:
+                return delivery.failed_before_sending("connection failed: could not resolve host")
+        return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned)
+
+    def fire(self, prepared: delivery.Prepared) -> datetime:
+        """Send now; returns the moment it was sent (the attempt's start)."""
+        sent_at = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        prepared.fire()
+        return sent_at
+
+    def wait_until(self, fire_at_ms: int) -> None:
         early = fire_at_ms / 1000 - self.clock()
         if 0 < early <= MAX_EARLY_WAIT_SECONDS:
             self.sleep(early)
 
-    def _attempt(self, run: StartedExecution) -> str:
-        started_at = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        outcome = self._send(run)
-        if self._writer is None:
-            return self._record(run, started_at, outcome)
-        return self._writer.submit(self._record, run, started_at, outcome).result()
-
-    def _record(self, run: StartedExecution, started_at: datetime, outcome: delivery.Outcome) -> str:
+    def record(self, results: Sequence[Result]) -> dict[str, str]:
+        """Store attempts and their runs' new status (one statement for all that cannot release a waiting
+        run), queue retries; returns each run's status, or 'superseded' if it was no longer ours."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        policy = retry.RetryPolicy.from_dict(run.retry)
-        decision = retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now,
-                                outcome.retry_after_seconds)
-        record = store.AttemptRecord(run.attempt, started_at, outcome.duration_ms, outcome.status_code,
-                                     outcome.body, outcome.error)
+        decided = [(run, sent_at, outcome, _decide(run, outcome, now)) for run, sent_at, outcome in results]
+        plain: list[Decided] = []
+        releasing: list[Decided] = []
+        for item in decided:
+            may_release = item[0].overlap != "allow" and item[3].status in store.FINAL_STATUSES
+            (releasing if may_release else plain).append(item)
+        released: list[str] = []
         with self.svc.db.connection() as conn:
-            kept, released = store.finish_attempt(conn, run.id, record, decision.status, decision.next_attempt_at,
-                                                  may_release=run.overlap != "allow")
-        if kept and decision.next_attempt_at is not None:
-            self.index.schedule_execution(run.id, run.attempt + 1, to_ms(decision.next_attempt_at))
-        if released is not None:
-            self.index.schedule_execution(released, 1, int(self.clock() * 1000))
-        lag_ms = to_ms(started_at) - to_ms(run.scheduled_for)
-        logger.info("attempt finished", extra={
-            "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": decision.status,
-            "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
-            "lag_ms": lag_ms,
-        })
-        metrics.record_attempt(decision.status, lag_ms if run.attempt == 1 else 0, outcome.duration_ms)
-        return decision.status if kept else "superseded"
+            kept = store.finish_attempts(conn, [_finish_args(*d) for d in plain])
+            for run, sent_at, outcome, decision in releasing:
+                ours, freed = store.finish_attempt(conn, *_finish_args(run, sent_at, outcome, decision))
+                kept.update([run.id] if ours else [])
+                released.extend([freed] if freed else [])
+        self._queue_followers(decided, kept, released)
+        statuses = {}
+        for run, sent_at, outcome, decision in decided:
+            statuses[run.id] = decision.status if run.id in kept else "superseded"
+            _report(run, sent_at, outcome, decision.status)
+        return statuses
 
-    def _send(self, run: StartedExecution) -> delivery.Outcome:
-        request = run.request
-        timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
-        if self.svc.settings.allow_private_targets:
-            return delivery.send(self.http, request, run_headers(run), timeout)
-        host, port = delivery.host_and_port(request["url"])
+    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str]) -> None:
+        retries = [(run, d.next_attempt_at) for run, _, _, d in decided if run.id in kept and d.next_attempt_at]
+        if not retries and not released:
+            return
+        pipe = self.index.pipeline()
+        for run, at in retries:
+            self.index.schedule_execution(run.id, run.attempt + 1, to_ms(at), pipeline=pipe)
+        for execution_id in released:
+            self.index.schedule_execution(execution_id, 1, int(self.clock() * 1000), pipeline=pipe)
+        pipe.execute()
+
+
+def _decide(run: StartedExecution, outcome: delivery.Outcome, now: datetime) -> retry.Decision:
+    policy = retry.RetryPolicy.from_dict(run.retry)
+    return retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now, outcome.retry_after_seconds)
+
+
+def _finish_args(
+    run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, decision: retry.Decision,
+) -> tuple[str, store.AttemptRecord, str, datetime | None]:
+    record = store.AttemptRecord(run.attempt, sent_at, outcome.duration_ms, outcome.status_code, outcome.body,
+                                 outcome.error)
+    return run.id, record, decision.status, decision.next_attempt_at
+
+
+def _report(run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, status: str) -> None:
+    lag_ms = to_ms(sent_at) - to_ms(run.scheduled_for)
+    logger.info("attempt finished", extra={
+        "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": status,
+        "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
+        "lag_ms": lag_ms,
+    })
+    metrics.record_attempt(status, lag_ms if run.attempt == 1 else 0, outcome.duration_ms)
+
+
+@dataclass
+class _Slot:
+    """One run of a group, between getting ready and being sent: whichever of its preparation and its
+    instant comes last sends it."""
+
+    dispatch: Dispatch
+    run: StartedExecution
+    prepared: delivery.Prepared | None = None
+    due: bool = False
+    sent_at: datetime | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Group:
+    """The runs of one invocation: readied in parallel, sent in instant order from one thread, their
+    responses awaited in parallel and their results written by one recorder thread as they arrive."""
+
+    def __init__(self, executor: Executor, dispatches: Sequence[Dispatch], started: dict[str, StartedExecution]):
+        self.executor = executor
+        self.dispatches = dispatches
+        self.slots = sorted((_Slot(d, started[d.execution_id]) for d in dispatches if d.execution_id in started),
+                            key=lambda s: s.dispatch.fire_at_ms)
+        self.guarded = [d for d in dispatches if d.execution_id not in started]
+        self.outcomes: dict[str, str] = {}
+        self.results: queue.SimpleQueue[Result | None] = queue.SimpleQueue()
+        self.pool: ThreadPoolExecutor | None = None
+        self.failure: Exception | None = None  # the first result write that failed, raised once all are done
+
+    def run(self) -> list[str]:
+        recorder = threading.Thread(target=self._record_results, name="recorder", daemon=True)
+        recorder.start()
         try:
-            addresses = resolve_public_addresses(host, port, allow_private=False)
-        except UnsafeTargetError as exc:
-            return delivery.Outcome(None, None, f"refused: {exc.message}", 0)
-        except OSError:
-            return delivery.Outcome(None, None, "connection failed: could not resolve host", 0)
-        # Connect to the address just checked, so a second DNS answer cannot point inside the network.
-        return delivery.send(self.http, request, run_headers(run), timeout, pinned_address=addresses[0])
+            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_SENDS, len(self.dispatches)),
+                                    thread_name_prefix="send") as pool:
+                self.pool = pool
+                futures = [pool.submit(self._prepare, slot) for slot in self.slots]
+                futures += [pool.submit(self._run_guarded, d) for d in self.guarded]
+                futures += self._send_in_order()
+                _wait_all(futures)
+        finally:
+            self.results.put(None)
+            recorder.join()
+        if self.failure is not None:
+            raise self.failure
+        return [self.outcomes.get(d.execution_id, "superseded") for d in self.dispatches]
+
+    def _send_in_order(self) -> list[Future[Any]]:
+        """At each instant, send the runs due then that are ready; a run still getting ready is sent by
+        its preparation as soon as that ends. Responses are awaited only once the instant's runs are out."""
+        futures: list[Future[Any]] = []
+        i = 0
+        while i < len(self.slots):
+            instant = self.slots[i].dispatch.fire_at_ms
+            self.executor.wait_until(instant)
+            sent = []
+            while i < len(self.slots) and self.slots[i].dispatch.fire_at_ms == instant:
+                slot = self.slots[i]
+                with slot.lock:
+                    slot.due, ready = True, slot.prepared is not None
+                if ready:
+                    self._send(slot)
+                    sent.append(slot)
+                i += 1
+            assert self.pool is not None
+            futures += [self.pool.submit(self._complete, slot) for slot in sent]
+        return futures
+
+    def _prepare(self, slot: _Slot) -> None:
+        prepared = self.executor.prepare(slot.run)
+        with slot.lock:
+            slot.prepared, late = prepared, slot.due
+        if late:
+            self._send(slot)
+            self._complete(slot)
+
+    def _send(self, slot: _Slot) -> None:
+        assert slot.prepared is not None
+        slot.sent_at = self.executor.fire(slot.prepared)
+
+    def _complete(self, slot: _Slot) -> None:
+        assert slot.prepared is not None and slot.sent_at is not None
+        self.results.put((slot.run, slot.sent_at, slot.prepared.complete()))
+
+    def _run_guarded(self, dispatch: Dispatch) -> None:
+        self.executor.wait_until(dispatch.fire_at_ms)
+        judged = self.executor.start_guarded(dispatch)
+        if isinstance(judged, str):
+            self.outcomes[dispatch.execution_id] = judged
+            return
+        prepared = self.executor.prepare(judged)
+        sent_at = self.executor.fire(prepared)
+        self.results.put((judged, sent_at, prepared.complete()))
+
+    def _record_results(self) -> None:
+        """Write whatever results have arrived in one go, then the next lot: none waits for the slowest."""
+        done = False
+        while not done:
+            batch: list[Result] = []
+            item = self.results.get()
+            while item is not None:
+                batch.append(item)
+                try:
+                    item = self.results.get_nowait()
+                except queue.Empty:
+                    break
+            done = item is None
+            if batch:
+                self._write(batch)
+
+    def _write(self, batch: list[Result]) -> None:
+        try:
+            self.outcomes.update(self.executor.record(batch))
+        except Exception as exc:  # the runs stay `running`: the sweeper retries or ends them, as after a crash
+            logger.exception("could not record attempts", extra={"execution_ids": [r[0].id for r in batch]})
+            self.failure = self.failure or exc
+
+
+def _wait_all(futures: list[Future[Any]]) -> None:
+    """Wait for every task, futures added by callbacks included, and re-raise the first failure."""
+    wait(futures)
+    for future in futures:
+        future.result()
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
