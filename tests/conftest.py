@@ -126,7 +126,7 @@ def load_event(name: str) -> dict[str, Any]:
 class Target:
     """A real HTTP server on loopback that records every request and answers from a script of statuses."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle_timeout: float | None = None) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -134,10 +134,23 @@ class Target:
         self.statuses: list[int] = []
         self.default_status = 200
         self.delay_seconds = 0.0
+        self.response_body = b"ok"
+        self.path_delays: dict[str, float] = {}  # extra delay before answering a request for this path
+        self.connections = 0  # TCP connections accepted (keep-alive reuses them)
+        self._sockets: list[Any] = []
         self._lock = threading.Lock()
         target = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as most webhook endpoints
+            timeout = idle_timeout  # a connection idle this long is closed by the server
+
+            def setup(self) -> None:
+                super().setup()
+                with target._lock:
+                    target.connections += 1
+                    target._sockets.append(self.connection)
+
             def _serve(self) -> None:
                 import time
 
@@ -148,26 +161,37 @@ class Target:
                     target.requests.append({"at": arrived, "method": self.command, "path": self.path,
                                             "headers": dict(self.headers), "body": body.decode()})
                     status = target.statuses.pop(0) if target.statuses else target.default_status
-                if target.delay_seconds:
-                    time.sleep(target.delay_seconds)
+                if target.delay_seconds or self.path in target.path_delays:
+                    time.sleep(target.delay_seconds + target.path_delays.get(self.path, 0.0))
                 self.send_response(status)
-                self.send_header("content-length", "2")
+                self.send_header("content-length", str(len(target.response_body)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(target.response_body)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # a group opens its connections at once; the default 5 drops SYNs
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
+        import socket
+
         self.server.shutdown()
         self.server.server_close()
+        # Keep-alive connections outlive the listener: end them, so no client reuses one after this test.
+        for sock in self._sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 @pytest.fixture

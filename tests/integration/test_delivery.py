@@ -1,8 +1,10 @@
 """HTTP delivery against a real loopback server: pinning the checked address, classifying failures."""
 from __future__ import annotations
 
+import time
+
 from tests.conftest import Target
-from tickwork.delivery import send
+from tickwork.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare, send
 from tickwork.executor import http_client
 
 
@@ -34,3 +36,74 @@ def test_server_errors_are_retryable_and_client_errors_are_not(target: Target) -
     second = send(http_client(), {"url": target.url + "/"}, {}, timeout=5)
     assert (first.error, first.retryable) == ("HTTP 503", True)
     assert (second.error, second.retryable) == ("HTTP 404", False)
+
+
+def test_a_second_attempt_reuses_the_keep_alive_connection(target: Target) -> None:
+    connections = Connections()
+    first = send(connections, {"url": target.url + "/a"}, {}, timeout=5)
+    second = send(connections, {"url": target.url + "/b"}, {}, timeout=5)
+    assert first.succeeded and second.succeeded
+    assert [r["path"] for r in target.requests] == ["/a", "/b"]
+    assert target.connections == 1
+
+
+def test_an_idle_connection_the_target_closed_is_replaced() -> None:
+    target = Target(idle_timeout=0.2)
+    try:
+        connections = Connections()
+        assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
+        time.sleep(0.5)  # the server drops the idle connection
+        assert send(connections, {"url": target.url + "/b"}, {}, timeout=5).succeeded
+        assert target.connections == 2
+    finally:
+        target.close()
+
+
+def test_a_connection_dropped_between_getting_ready_and_the_instant_is_replaced_at_the_instant() -> None:
+    target = Target(idle_timeout=0.2)
+    try:
+        connections = Connections()
+        assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
+        prepared = prepare(connections, {"url": target.url + "/b"}, {}, timeout=5)
+        assert prepared.reused
+        time.sleep(0.5)  # dropped while the run waits for its instant
+        prepared.fire()
+        outcome = prepared.complete()
+        assert outcome.succeeded, outcome
+        assert [r["path"] for r in target.requests] == ["/a", "/b"]
+    finally:
+        target.close()
+
+
+def test_getting_ready_opens_the_connection_and_firing_only_writes(target: Target) -> None:
+    prepared = prepare(Connections(), {"method": "PUT", "url": target.url + "/x", "body": "hi"}, {}, timeout=5)
+    assert target.connections == 1 and target.requests == []
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.status_code == 200 and outcome.duration_ms >= 0
+    assert [(r["method"], r["body"]) for r in target.requests] == [("PUT", "hi")]
+
+
+def test_a_target_that_cannot_be_reached_fails_when_getting_ready_and_fires_nothing() -> None:
+    prepared = prepare(Connections(), {"url": "http://127.0.0.1:9/x?token=SECRET"}, {}, timeout=2)
+    assert prepared.error == "connection failed: could not connect"
+    prepared.fire()
+    assert prepared.complete().error == "connection failed: could not connect"
+
+
+def test_a_whole_response_leaves_its_connection_idle_for_the_next_attempt(target: Target) -> None:
+    connections = Connections()
+    assert send(connections, {"url": target.url + "/"}, {}, timeout=5).body == "ok"
+    assert connections.idle_count(_key(target)) == 1
+
+
+def test_a_long_response_body_is_cut_and_its_connection_dropped(target: Target) -> None:
+    target.response_body = b"x" * (MAX_STORED_BODY_BYTES + 10)
+    connections = Connections()
+    outcome = send(connections, {"url": target.url + "/"}, {}, timeout=5)
+    assert outcome.succeeded and outcome.body == "x" * MAX_STORED_BODY_BYTES
+    assert connections.idle_count(_key(target)) == 0
+
+
+def _key(target: Target) -> TargetKey:
+    return ("http", "127.0.0.1", int(target.url.rsplit(":", 1)[1]), None)

@@ -67,10 +67,10 @@ def test_the_same_event_delivered_twice_concurrently_sends_one_request(services:
 
 def test_executor_waits_for_the_exact_instant(services: Services, target: Target) -> None:
     _, dispatch = _queued_run(services, target)
-    fire_at = time.time() + 0.4
-    early = Dispatch(dispatch.execution_id, 1, int(fire_at * 1000))
+    fire_at_ms = int((time.time() + 0.4) * 1000)
+    early = Dispatch(dispatch.execution_id, 1, fire_at_ms)
     Executor(services, http_client()).run([early])
-    assert 0 <= target.requests[0]["at"] - fire_at < 0.1
+    assert 0 <= target.requests[0]["at"] - fire_at_ms / 1000 < 0.1
 
 
 def test_a_retryable_failure_queues_the_next_attempt_in_the_due_index(services: Services, target: Target) -> None:
@@ -180,3 +180,52 @@ def test_a_run_started_ahead_of_its_instant_records_the_instant(services: Servic
             "SELECT started_at, scheduled_for FROM executions WHERE job_id = %s", (job_id,)).fetchone()
     assert started >= scheduled
     assert target.requests[0]["at"] >= scheduled.timestamp()
+
+
+def _queued_group(services: Services, target: Target, count: int, **job: object) -> list[Dispatch]:
+    for i in range(count):
+        insert_job(services, schedule="0 0 1 1 *", next_run_at=T0, url=f"{target.url}/run{i}", **job)
+    Poller(services).tick(to_ms(T0))
+    return list(services.invoker.dispatches)  # type: ignore[union-attr]
+
+
+def test_a_group_due_at_one_instant_is_sent_together_at_that_instant(services: Services, target: Target) -> None:
+    dispatches = _queued_group(services, target, 20)
+    fire_at_ms = int((time.time() + 0.5) * 1000)
+    group = [replace(d, fire_at_ms=fire_at_ms) for d in dispatches]
+    outcomes = Executor(services, http_client()).run(group)
+    assert outcomes == ["succeeded"] * 20, [a for d in group for a in attempts(services, d.execution_id) if a[3] != 200]
+    arrivals = sorted(r["at"] - fire_at_ms / 1000 for r in target.requests)
+    assert len(arrivals) == 20
+    # Connections were opened during the wait; at the instant each run only writes its request.
+    assert 0 <= arrivals[0] and arrivals[-1] < 0.05, arrivals
+
+
+def test_a_slow_response_does_not_hold_back_the_other_results_of_its_group(
+    services: Services, target: Target,
+) -> None:
+    dispatches = _queued_group(services, target, 3)
+    target.path_delays = {"/run0": 1.5}
+    done: list[str] = []
+    runner = threading.Thread(target=lambda: done.extend(Executor(services, http_client()).run(dispatches)))
+    runner.start()
+    time.sleep(0.8)
+    with services.db.connection() as conn:
+        statuses = dict(conn.execute("SELECT e.status, count(*) FROM executions e GROUP BY 1").fetchall())
+    runner.join(5)
+    assert statuses == {"succeeded": 2, "running": 1}
+    assert done == ["succeeded"] * 3
+
+
+def test_a_group_runs_jobs_that_forbid_overlap_at_their_instant_beside_the_others(
+    services: Services, target: Target,
+) -> None:
+    insert_job(services, schedule="0 0 1 1 *", next_run_at=T0, url=target.url + "/allow")
+    skipping = insert_job(services, schedule="0 0 1 1 *", next_run_at=T0, url=target.url + "/skip")
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET overlap = 'skip' WHERE id = %s", (skipping,))
+    Poller(services).tick(to_ms(T0))
+    group = list(services.invoker.dispatches)  # type: ignore[union-attr]
+    assert Executor(services, http_client()).run(group) == ["succeeded", "succeeded"]
+    assert Executor(services, http_client()).run(group) == ["duplicate", "duplicate"]
+    assert sorted(r["path"] for r in target.requests) == ["/allow", "/skip"]
