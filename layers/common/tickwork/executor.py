@@ -38,12 +38,13 @@ Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it
 Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 
 
+# What an execution environment keeps warm across its invocations. An environment runs one invocation
+# at a time: in Lambda that is the process, in the local runtime one invoker thread.
 _environment = threading.local()
 
 
 def http_client() -> delivery.Connections:
-    """The keep-alive connections of this execution environment, warm across its invocations. An
-    environment runs one invocation at a time: in Lambda that is the process, locally one invoker thread."""
+    """This environment's keep-alive connections."""
     connections = getattr(_environment, "connections", None)
     if connections is None:
         connections = _environment.connections = delivery.Connections()
@@ -143,7 +144,9 @@ class Executor:
         statuses = {}
         for run, sent_at, outcome, decision in decided:
             statuses[run.id] = decision.status if run.id in kept else "superseded"
-            _report(run, sent_at, outcome, decision.status)
+            _log(run, sent_at, outcome, decision.status)
+        metrics.record_attempts([(d.status, _lag_ms(run, sent_at) if run.attempt == 1 else None, o.duration_ms)
+                                 for run, sent_at, o, d in decided])
         return statuses
 
     def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str]) -> None:
@@ -171,14 +174,16 @@ def _finish_args(
     return run.id, record, decision.status, decision.next_attempt_at
 
 
-def _report(run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, status: str) -> None:
-    lag_ms = to_ms(sent_at) - to_ms(run.scheduled_for)
+def _lag_ms(run: StartedExecution, sent_at: datetime) -> int:
+    return to_ms(sent_at) - to_ms(run.scheduled_for)
+
+
+def _log(run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, status: str) -> None:
     logger.info("attempt finished", extra={
         "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": status,
         "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
-        "lag_ms": lag_ms,
+        "lag_ms": _lag_ms(run, sent_at),
     })
-    metrics.record_attempt(status, lag_ms if run.attempt == 1 else 0, outcome.duration_ms)
 
 
 @dataclass
@@ -206,10 +211,11 @@ class _Group:
         self.guarded = [d for d in dispatches if d.execution_id not in started]
         self.outcomes: dict[str, str] = {}
         self.results: queue.SimpleQueue[Result | None] = queue.SimpleQueue()
-        self.pool: ThreadPoolExecutor | None = None
+        self.pool: ThreadPoolExecutor | None = None  # the group's threads, while it runs
         self.failure: Exception | None = None  # the first result write that failed, raised once all are done
 
     def run(self) -> list[str]:
+        # Threads per invocation: kept per environment instead, they measured slower in the local runtime.
         recorder = threading.Thread(target=self._record_results, name="recorder", daemon=True)
         recorder.start()
         try:

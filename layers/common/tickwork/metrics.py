@@ -6,7 +6,8 @@ Set POWERTOOLS_METRICS_DISABLED=true to silence them (the local runtime and the 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections import Counter
+from typing import Any, Sequence
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -35,10 +36,16 @@ def record_tick(result: Any) -> None:
     count("IndexRebuilds", int(result.rebuilt))
 
 
-def record_attempt(status: str, lag_ms: int, duration_ms: int) -> None:
-    count(f"Runs{status.capitalize()}")
-    milliseconds("FireLag", max(lag_ms, 0))
-    milliseconds("RequestDuration", duration_ms)
+def record_attempts(attempts: Sequence[tuple[str, int | None, int]]) -> None:
+    """(status, fire lag in ms or None for a retry, request duration in ms) of attempts that ended:
+    one count per status, one value per attempt for the lag and duration distributions."""
+    for status, runs in Counter(status for status, _, _ in attempts).items():
+        count(f"Runs{status.capitalize()}", runs)
+    with _lock:
+        for _, lag_ms, duration_ms in attempts:
+            if lag_ms is not None:
+                _metrics.add_metric(name="FireLag", unit=MetricUnit.Milliseconds, value=max(lag_ms, 0))
+            _metrics.add_metric(name="RequestDuration", unit=MetricUnit.Milliseconds, value=duration_ms)
 
 
 def record_not_started(reason: str) -> None:
