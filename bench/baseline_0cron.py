@@ -4,8 +4,8 @@ Each poll: ZRANGEBYSCORE scheduled_jobs 0 <now, whole seconds>; for every due jo
 EX 60, then ZREM, then a task that reads the job (one SELECT), sends the request, records the run (one
 INSERT), computes the next run from *now*, ZADDs it back and updates next_run_at.
 
-Same Redis, same Postgres, same target, same HTTP code (tickwork.delivery.send with the executor's
-urllib3 pool settings), same schedule engine, tasks on a thread pool as wide as Tickwork's executor
+Same Redis, same Postgres, same target, same HTTP code (tickwork.delivery.send over keep-alive
+tickwork.delivery.Connections, as the executor), same schedule engine, tasks on a thread pool as wide as Tickwork's executor
 pool. Where the article is silent or harsh, the baseline is given the benefit of the doubt:
 - polls start at each whole second (the article sleeps one second after each poll, which drifts);
 - the lock is deleted once the job is back in the set (the article never shows a release: with a
@@ -24,7 +24,6 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import redis
-import urllib3
 
 from tickwork import delivery, scheduling
 from tickwork.store import jobs as jobs_store
@@ -50,9 +49,6 @@ from bench.outcome import summarize
 from bench.target import Target
 
 LOCK_TTL_SECONDS = 60
-# Mirrors tickwork.executor.http_client(): one pool per environment, 8 connections per host.
-HTTP_POOLS = 64
-HTTP_POOL_SIZE = 8
 
 _RUNS_TABLE = """
 CREATE TABLE IF NOT EXISTS runs_0cron (
@@ -95,7 +91,7 @@ class BaselineTasks:
         self._lock_prefix = lock_prefix
         self.redis = redis.Redis.from_url(settings.redis_url, decode_responses=True)
         self.db = connect_db(settings, db_pool_size)
-        self.http = urllib3.PoolManager(num_pools=HTTP_POOLS, maxsize=HTTP_POOL_SIZE)
+        self.http = delivery.Connections()  # keep-alive connections, as tickwork.executor.http_client()
 
     def handle(self, task: tuple[str, int]) -> None:
         """A task from a worker process's queue: (job id, slot second)."""
