@@ -135,6 +135,7 @@ class Target:
         self.default_status = 200
         self.delay_seconds = 0.0
         self.response_body = b"ok"
+        self.response_headers: dict[str, str] = {}
         self.path_delays: dict[str, float] = {}  # extra delay before answering a request for this path
         self.connections = 0  # TCP connections accepted (keep-alive reuses them)
         self._sockets: list[Any] = []
@@ -165,6 +166,8 @@ class Target:
                     time.sleep(target.delay_seconds + target.path_delays.get(self.path, 0.0))
                 self.send_response(status)
                 self.send_header("content-length", str(len(target.response_body)))
+                for name, value in target.response_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(target.response_body)
 

@@ -110,3 +110,28 @@ def test_a_long_response_body_is_cut_and_its_connection_dropped(target: Target) 
 
 def _key(target: Target) -> TargetKey:
     return ("http", "127.0.0.1", int(target.url.rsplit(":", 1)[1]), None)
+
+
+def test_retry_after_in_seconds_is_read_from_the_response(target: Target) -> None:
+    target.statuses = [503]
+    target.response_headers = {"Retry-After": "7"}
+    outcome = send(Connections(), {"url": target.url + "/"}, {}, timeout=5)
+    assert (outcome.status_code, outcome.retry_after_seconds, outcome.retryable) == (503, 7.0, True)
+
+
+def test_a_header_that_would_corrupt_the_request_is_refused_and_nothing_is_sent(target: Target) -> None:
+    request = {"url": target.url + "/", "headers": {"X-Bad": "a\r\nInjected: yes"}}
+    outcome = send(Connections(), request, {}, timeout=5)
+    assert outcome.error == "refused: invalid request header" and not outcome.retryable
+    assert target.requests == []
+
+
+def test_framing_headers_are_the_requests_own(target: Target) -> None:
+    request = {"method": "POST", "url": target.url + "/p",
+               "headers": {"content-length": "999", "Host": "evil.example", "X-Keep": "1"}}
+    assert send(Connections(), request, {}, timeout=5).succeeded
+    assert send(Connections(), {"method": "GET", "url": target.url + "/g"}, {}, timeout=5).succeeded
+    post, get = target.requests
+    assert post["headers"]["Content-Length"] == "0" and post["headers"]["X-Keep"] == "1"
+    assert post["headers"]["Host"] == target.url.removeprefix("http://")
+    assert "Content-Length" not in get["headers"] and get["headers"]["User-Agent"] == "Tickwork/0.1"

@@ -15,7 +15,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -123,7 +123,11 @@ def _new_connection(key: TargetKey) -> HTTPConnection:
 
 @dataclass
 class Prepared:
-    """One attempt made ready to go: a connection to its target and the request to write on it."""
+    """One attempt made ready to go: a connection to its target holding the request's head, unsent.
+
+    The head is rendered into the connection's buffer ahead of the instant (http.client's putrequest and
+    putheader); firing sends it with the body (endheaders) and nothing else.
+    """
 
     connections: Connections | None  # None when it failed before any connection was taken
     key: TargetKey
@@ -146,16 +150,14 @@ class Prepared:
         try:
             if self.reused and not self.conn.is_connected:
                 # The target closed the idle connection while the run waited: open a fresh one.
-                self.conn.close()
-            self._write()
+                self._reopen()
+            self.conn.endheaders(self.body)
         except (BrokenPipeError, ConnectionResetError) as exc:
             if not self.reused:
                 self._send_error = exc
                 return
             # A keep-alive connection closed under the write: the request did not get through.
-            self.conn.close()
-            self.reused = False
-            self._retry_write()
+            self._retry_on_new_connection()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
 
@@ -168,11 +170,11 @@ class Prepared:
         if self._send_error is not None:
             return self._failed(self._send_error)
         try:
-            self.conn.timeout = max(0.001, self.timeout - (time.monotonic() - self._fired))
-            response = self.conn.getresponse()
+            self.conn.sock.settimeout(max(0.001, self.timeout - (time.monotonic() - self._fired)))
+            # http.client's own response (urllib3's wrapper needs its request(), which renders at the instant).
+            response = http.client.HTTPConnection.getresponse(self.conn)
             data = response.read(MAX_STORED_BODY_BYTES)
             whole = not response.read(1)
-            response.release_conn()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             return self._failed(exc)
         duration = self._elapsed_ms()
@@ -181,22 +183,28 @@ class Prepared:
         else:
             # Closed by the target, or a longer body than we keep: not worth draining.
             self.conn.close()
-        return _outcome(response.status, data, response.headers, duration)
+        return _outcome(response.status, data, response.getheader("retry-after"), duration)
 
-    def abandon(self) -> None:
-        """Give up on a prepared attempt that will not be fired (its run did not start)."""
-        if self.conn is not None and self.connections is not None and self._fired is None:
-            self.connections.give_back(self.key, self.conn)
-            self.conn = None
-
-    def _write(self) -> None:
+    def render(self) -> None:
+        """Buffer the request line and headers in the connection, unsent."""
         assert self.conn is not None
         self.conn.timeout = self.timeout
-        self.conn.request(self.method, self.path, body=self.body, headers=self.headers, preload_content=False)
+        names = {name.lower() for name in self.headers}
+        self.conn.putrequest(self.method, self.path, skip_host=True, skip_accept_encoding="accept-encoding" in names)
+        for name, value in self.headers.items():
+            self.conn.putheader(name, value)
 
-    def _retry_write(self) -> None:
+    def _reopen(self) -> None:
+        assert self.conn is not None and self.connections is not None
+        self.conn.close()
+        self.conn, self.reused = self.connections.take(self.key)
+        self.render()  # a new connection opens as it sends
+
+    def _retry_on_new_connection(self) -> None:
         try:
-            self._write()
+            self._reopen()
+            assert self.conn is not None
+            self.conn.endheaders(self.body)
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
 
@@ -222,24 +230,39 @@ def prepare(
     parts = urlsplit(request["url"])
     host, port = host_and_port(request["url"])
     key: TargetKey = (parts.scheme, host, port, pinned_address)
-    headers = {name: value for name, value in request.get("headers", {}).items() if name.lower() != "host"}
-    headers = {"User-Agent": USER_AGENT, **headers, **extra_headers, "Host": parts.netloc.rsplit("@", 1)[-1]}
-    body = request.get("body")
-    prepared = Prepared(
-        connections, key, request.get("method", "GET"), (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
-        headers, body.encode() if isinstance(body, str) else body, timeout,
-    )
+    method = request.get("method", "GET")
+    raw = request.get("body")
+    body = raw.encode() if isinstance(raw, str) else raw
+    headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    prepared = Prepared(connections, key, method, path, headers, body, timeout)
     conn, prepared.reused = connections.take(key)
+    prepared.conn = conn
+    try:
+        prepared.render()
+    except ValueError:  # http.client refuses a header name or value that would corrupt the request
+        conn.close()
+        return replace(prepared, conn=None, error="refused: invalid request header")
     if not prepared.reused:
-        conn.timeout = timeout
         try:
             conn.connect()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             conn.close()
-            prepared.error = _describe_error(exc, timeout)
-            return prepared
-    prepared.conn = conn
+            return replace(prepared, conn=None, error=_describe_error(exc, timeout))
     return prepared
+
+
+def _request_headers(
+    job_headers: Mapping[str, str], extra: Mapping[str, str], netloc: str, method: str, body: bytes | None,
+) -> dict[str, str]:
+    """The job's headers, then the run's; Host is the URL's and Content-Length the body's, always."""
+    framing = {"host", "content-length", "transfer-encoding"}
+    headers = {"User-Agent": USER_AGENT, **{n: v for n, v in job_headers.items() if n.lower() not in framing}}
+    headers.update(extra)
+    headers["Host"] = netloc.rsplit("@", 1)[-1]
+    if body is not None or method.upper() in ("POST", "PUT", "PATCH"):
+        headers["Content-Length"] = str(len(body or b""))
+    return headers
 
 
 def send(
@@ -258,13 +281,13 @@ def failed_before_sending(error: str) -> Prepared:
     return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, error=error)
 
 
-def _outcome(status: int, data: bytes, headers: Mapping[str, str], duration_ms: int) -> Outcome:
+def _outcome(status: int, data: bytes, retry_after: str | None, duration_ms: int) -> Outcome:
     error = None
     if 300 <= status < 400:
         error = "redirect not followed"
     elif status >= 400:
         error = f"HTTP {status}"
-    return Outcome(status, _truncate(data), error, duration_ms, _retry_after(headers, time.time()))
+    return Outcome(status, _truncate(data), error, duration_ms, _retry_after(retry_after, time.time()))
 
 
 def _describe_error(exc: Exception, timeout: float) -> str:
@@ -282,8 +305,7 @@ def _describe_error(exc: Exception, timeout: float) -> str:
     return f"connection failed: {type(exc).__name__}"
 
 
-def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
-    raw = headers.get("retry-after")
+def _retry_after(raw: str | None, now: float) -> float | None:
     if not raw:
         return None
     if raw.strip().isdigit():
