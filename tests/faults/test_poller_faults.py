@@ -1,6 +1,7 @@
 """Faults inside a poller tick: a crash between its steps, and a poller frozen past its lock's TTL."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import replace
@@ -190,8 +191,9 @@ def test_a_poller_frozen_between_claim_and_insert_while_maintenance_rewinds(
     a = Poller(second_services(200))
     frozen = Gate()
     thread_a, a_result = _thread(lambda: a.tick(to_ms(S0)))
+    calls = itertools.count()  # A's write is the first (it runs on the poller's record thread, not thread_a)
     monkeypatch.setattr(executions_store, "record_claims", frozen.wrap(
-        executions_store.record_claims, only=lambda: threading.current_thread() is thread_a))
+        executions_store.record_claims, only=lambda: next(calls) == 0))
     thread_a.start()
     assert frozen.arrived.wait(5)
     time.sleep(0.3)  # A's lock expires

@@ -1,17 +1,20 @@
 """Poller ticks against real Postgres and Redis."""
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 
 from tests.integration.helpers import due_index, executions, insert_job
 from tickwork import scheduling
 from tickwork.dueindex import Claim
 from tickwork.errors import ConfigurationError
+from tickwork.maintenance import run_maintenance
 from tickwork.poller import Poller, TickResult, handle_tick
 from tickwork.store import jobs as jobs_store
 from tickwork.store import executions as executions_store
@@ -214,3 +217,35 @@ def test_a_poller_without_an_executor_refuses_before_claiming(services: Services
         without.close()
     assert executions(services, job_id) == []
     assert due_index(services).score(f"j:{job_id}") == to_ms(T0)
+
+
+def test_a_failed_batch_write_fails_the_tick_once_the_other_writes_are_done(
+    services: Services, invoker, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writes run beside the next batch's claim: the second of three fails (Postgres gone for it).
+    Must hold: the tick raises only after the first and third are recorded and dispatched; the second
+    batch's claims are left for maintenance to rewind, and the next tick runs them once."""
+    job_ids = [insert_job(services, schedule="* * * * *", next_run_at=T0) for _ in range(30)]
+    due_index(services).mark_built(to_ms(T0))
+    real_record, calls = executions_store.record_claims, itertools.count()
+
+    def second_write_fails(conn, slots):  # type: ignore[no-untyped-def]
+        if next(calls) == 1:
+            raise psycopg.OperationalError("connection lost")
+        return real_record(conn, slots)
+
+    monkeypatch.setattr(executions_store, "record_claims", second_write_fails)
+    small_batches = build_services(replace(services.settings, batch_size=10), invoker=invoker)
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            Poller(small_batches).tick(to_ms(T0))
+    finally:
+        small_batches.close()
+    monkeypatch.undo()
+    assert len(invoker.dispatches) == 20
+    assert sum(len(executions(services, job_id)) for job_id in job_ids) == 20
+    assert run_maintenance(services, T0 + timedelta(seconds=30)).rewound == 10
+    Poller(services).tick(to_ms(T0) + 30_000)
+    # (Maintenance also re-dispatched the 20 recorded runs, still queued as no executor ran them.)
+    assert len({d.execution_id for d in invoker.dispatches}) == 30
+    assert all(len(executions(services, job_id)) == 1 for job_id in job_ids)
