@@ -229,3 +229,10 @@ def test_a_group_runs_jobs_that_forbid_overlap_at_their_instant_beside_the_other
     assert Executor(services, http_client()).run(group) == ["succeeded", "succeeded"]
     assert Executor(services, http_client()).run(group) == ["duplicate", "duplicate"]
     assert sorted(r["path"] for r in target.requests) == ["/allow", "/skip"]
+
+
+def test_an_event_naming_a_run_twice_sends_it_once(services: Services, target: Target) -> None:
+    _, dispatch = _queued_run(services, target)
+    other = _queued_group(services, target, 1)[-1]
+    assert Executor(services, http_client()).run([dispatch, other, dispatch]) == ["succeeded", "succeeded", "duplicate"]
+    assert len(target.requests) == 2

@@ -206,9 +206,13 @@ class _Group:
     def __init__(self, executor: Executor, dispatches: Sequence[Dispatch], started: dict[str, StartedExecution]):
         self.executor = executor
         self.dispatches = dispatches
-        self.slots = sorted((_Slot(d, started[d.execution_id]) for d in dispatches if d.execution_id in started),
+        # An event naming a run twice runs it once (the started set is keyed by run).
+        firsts = {d.execution_id: i for i, d in reversed(list(enumerate(dispatches)))}
+        self.repeated = set(range(len(dispatches))) - set(firsts.values())  # positions answered 'duplicate'
+        unique = [dispatches[i] for i in sorted(firsts.values())]
+        self.slots = sorted((_Slot(d, started[d.execution_id]) for d in unique if d.execution_id in started),
                             key=lambda s: s.dispatch.fire_at_ms)
-        self.guarded = [d for d in dispatches if d.execution_id not in started]
+        self.guarded = [d for d in unique if d.execution_id not in started]
         self.outcomes: dict[str, str] = {}
         self.results: queue.SimpleQueue[Result | None] = queue.SimpleQueue()
         self.pool: ThreadPoolExecutor | None = None  # the group's threads, while it runs
@@ -231,7 +235,8 @@ class _Group:
             recorder.join()
         if self.failure is not None:
             raise self.failure
-        return [self.outcomes.get(d.execution_id, "superseded") for d in self.dispatches]
+        return ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
+                for i, d in enumerate(self.dispatches)]
 
     def _send_in_order(self) -> list[Future[Any]]:
         """At each instant, send the runs due then that are ready; a run still getting ready is sent by
