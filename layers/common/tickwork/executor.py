@@ -9,12 +9,13 @@ responses. Results are written as they arrive, many per statement, never held ba
 from __future__ import annotations
 
 import queue
+from contextlib import contextmanager
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from aws_lambda_powertools import Logger
 
@@ -33,6 +34,8 @@ logger = Logger(child=True)
 MAX_EARLY_WAIT_SECONDS = 5.0
 # Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50
+# The longest a response is left unread because other groups of the process are still writing (local runtime).
+MAX_READ_DEFER_SECONDS = 0.05
 
 Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it was sent, what happened
 Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
@@ -186,6 +189,38 @@ def _log(run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, st
     })
 
 
+class _Writers:
+    """Groups of this process writing their instant's requests right now.
+
+    In Lambda a process runs one invocation, so this never waits on another. The local runtime runs many
+    in one process: there, reading responses waits until no group is writing, so that the writes, one
+    socket send each, are not queued behind the responses' parsing for the GIL.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._changed:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                if not self._count:
+                    self._changed.notify_all()
+
+    def wait_until_none(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._count, timeout)
+
+
+_writing = _Writers()
+
+
 @dataclass
 class _Slot:
     """One run of a group, between getting ready and being sent: whichever of its preparation and its
@@ -247,14 +282,15 @@ class _Group:
             instant = self.slots[i].dispatch.fire_at_ms
             self.executor.wait_until(instant)
             sent = []
-            while i < len(self.slots) and self.slots[i].dispatch.fire_at_ms == instant:
-                slot = self.slots[i]
-                with slot.lock:
-                    slot.due, ready = True, slot.prepared is not None
-                if ready:
-                    self._send(slot)
-                    sent.append(slot)
-                i += 1
+            with _writing.held():
+                while i < len(self.slots) and self.slots[i].dispatch.fire_at_ms == instant:
+                    slot = self.slots[i]
+                    with slot.lock:
+                        slot.due, ready = True, slot.prepared is not None
+                    if ready:
+                        self._send(slot)
+                        sent.append(slot)
+                    i += 1
             assert self.pool is not None
             futures += [self.pool.submit(self._complete, slot) for slot in sent]
         return futures
@@ -273,6 +309,7 @@ class _Group:
 
     def _complete(self, slot: _Slot) -> None:
         assert slot.prepared is not None and slot.sent_at is not None
+        _writing.wait_until_none(MAX_READ_DEFER_SECONDS)
         self.results.put((slot.run, slot.sent_at, slot.prepared.complete()))
 
     def _run_guarded(self, dispatch: Dispatch) -> None:
