@@ -1,7 +1,16 @@
 """HTTP delivery against a real loopback server: pinning the checked address, classifying failures."""
 from __future__ import annotations
 
+import ssl
+import threading
 import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
 
 from tests.conftest import Target
 from tickwork.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare, send
@@ -135,3 +144,81 @@ def test_framing_headers_are_the_requests_own(target: Target) -> None:
     assert post["headers"]["Content-Length"] == "0" and post["headers"]["X-Keep"] == "1"
     assert post["headers"]["Host"] == target.url.removeprefix("http://")
     assert "Content-Length" not in get["headers"] and get["headers"]["User-Agent"] == "Tickwork/0.1"
+
+
+def test_an_https_target_whose_certificate_is_not_trusted_fails_as_a_tls_error_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    """The connection (and its TLS handshake) is made while the run waits for its instant; a certificate
+    the default trust store does not know is refused there, with a text that names no URL."""
+    with _https_server(tmp_path, "localhost") as (port, seen):
+        prepared = prepare(Connections(), {"url": f"https://localhost:{port}/x?token=SECRET"}, {}, timeout=5,
+                           pinned_address="127.0.0.1")
+        assert prepared.error == "connection failed: TLS handshake error"
+        prepared.fire()
+        outcome = prepared.complete()
+    assert outcome.error == "connection failed: TLS handshake error" and outcome.retryable
+    assert seen == []
+
+
+def test_a_pinned_https_request_checks_the_urls_host_name_while_connecting_to_the_checked_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with _https_server(tmp_path, "hooks.example.test") as (port, seen):
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))  # trust the test certificate
+        url = f"https://hooks.example.test:{port}/in"
+        assert send(Connections(), {"url": url}, {}, timeout=5, pinned_address="127.0.0.1").status_code == 200
+        assert seen == [("/in", f"hooks.example.test:{port}")]
+        # The same certificate does not name 127.0.0.1: asked for by address, the check refuses it.
+        wrong = send(Connections(), {"url": f"https://127.0.0.1:{port}/in"}, {}, timeout=5)
+        assert wrong.error == "connection failed: TLS handshake error"
+
+
+@contextmanager
+def _https_server(directory: Path, host: str) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """An HTTPS server on loopback with a self-signed certificate for `host`; yields its port and the
+    (path, Host header) of each request it answered."""
+    cert, key = _self_signed(directory, host)
+    seen: list[tuple[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers["Host"]))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _self_signed(directory: Path, host: str) -> tuple[str, str]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.now(timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(days=1))
+            .not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
