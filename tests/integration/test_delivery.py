@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from urllib3.connection import HTTPConnection
 
 from tests.conftest import Target
 from tickwork.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare, send
@@ -222,3 +223,19 @@ def _self_signed(directory: Path, host: str) -> tuple[str, str]:
     key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     return str(cert_path), str(key_path)
+
+
+def test_idle_connections_are_capped_in_all_closing_the_least_recently_used_targets_first() -> None:
+    connections = Connections(max_idle_per_target=3, max_idle=4)
+    a, b = ("http", "a.example", 80, None), ("http", "b.example", 80, None)
+    given = {key: [HTTPConnection(key[1], 80) for _ in range(4)] for key in (a, b)}
+    for conn in given[a]:
+        connections.give_back(a, conn)  # the fourth is over a's own cap
+    assert connections.idle_count(a) == 3
+    connections.give_back(b, given[b][0])
+    connections.give_back(b, given[b][1])  # five in all: a, the least recently used, gives up its oldest
+    assert (connections.idle_count(a), connections.idle_count(b), connections.idle_count()) == (2, 2, 4)
+    # None of them was ever connected: taking one for b discards both of b's and opens a new one.
+    conn, reused = connections.take(b)
+    assert not reused and conn not in given[b]
+    assert (connections.idle_count(b), connections.idle_count()) == (0, 2)

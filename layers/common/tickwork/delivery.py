@@ -33,8 +33,9 @@ DEFAULT_TIMEOUT_SECONDS = 30
 # Idle keep-alive connections kept per target: an execution environment runs one invocation at a time,
 # which sends at most executor.MAX_PARALLEL_SENDS (50) requests at once.
 MAX_IDLE_PER_TARGET = 64
-# Targets whose idle connections are kept; the least recently used beyond this are closed.
-MAX_TARGETS = 64
+# Idle connections kept in all: each is an open file, and Lambda allows an environment 1,024. Beyond this
+# the least recently used target's oldest are closed.
+MAX_IDLE = 256
 
 # (scheme, host, port, pinned address): a connection pinned to a checked address is only reused for it.
 TargetKey = tuple[str, str, int, str | None]
@@ -66,10 +67,11 @@ class Connections:
     noticed when taken (a zero-timeout poll) and discarded.
     """
 
-    def __init__(self, max_idle_per_target: int = MAX_IDLE_PER_TARGET, max_targets: int = MAX_TARGETS) -> None:
+    def __init__(self, max_idle_per_target: int = MAX_IDLE_PER_TARGET, max_idle: int = MAX_IDLE) -> None:
         self.max_idle_per_target = max_idle_per_target
-        self.max_targets = max_targets
-        self._idle: OrderedDict[TargetKey, list[HTTPConnection]] = OrderedDict()
+        self.max_idle = max_idle
+        self._idle: OrderedDict[TargetKey, list[HTTPConnection]] = OrderedDict()  # least recently used first
+        self._count = 0
         self._lock = threading.Lock()
 
     def take(self, key: TargetKey) -> tuple[HTTPConnection, bool]:
@@ -87,20 +89,26 @@ class Connections:
             self._idle.move_to_end(key)
             if len(idle) < self.max_idle_per_target:
                 idle.append(conn)
+                self._count += 1
             else:
                 evicted.append(conn)
-            while len(self._idle) > self.max_targets:
-                evicted.extend(self._idle.popitem(last=False)[1])
+            while self._count > self.max_idle:
+                oldest_key, oldest = next(iter(self._idle.items()))
+                evicted.append(oldest.pop(0))
+                self._count -= 1
+                if not oldest:
+                    del self._idle[oldest_key]
         for old in evicted:
             old.close()
 
-    def idle_count(self, key: TargetKey) -> int:
+    def idle_count(self, key: TargetKey | None = None) -> int:
+        """Idle connections to `key`, or to every target."""
         with self._lock:
-            return len(self._idle.get(key, ()))
+            return self._count if key is None else len(self._idle.get(key, ()))
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, OrderedDict()
+            idle, self._idle, self._count = self._idle, OrderedDict(), 0
         for conns in idle.values():
             for conn in conns:
                 conn.close()
@@ -108,7 +116,13 @@ class Connections:
     def _pop(self, key: TargetKey) -> HTTPConnection | None:
         with self._lock:
             idle = self._idle.get(key)
-            return idle.pop() if idle else None
+            if not idle:
+                return None
+            self._count -= 1
+            conn = idle.pop()
+            if not idle:
+                del self._idle[key]
+            return conn
 
 
 def _new_connection(key: TargetKey) -> HTTPConnection:
