@@ -78,16 +78,23 @@ class Executor:
         return _Group(self, dispatches, started).run()
 
     def _run_alone(self, dispatch: Dispatch, run: StartedExecution | None) -> str:
-        prepared = None if run is None else self.prepare(run)
-        self.wait_until(dispatch.fire_at_ms)
         if run is None:
-            judged = self.start_guarded(dispatch)
-            if isinstance(judged, str):
-                return judged
-            run, prepared = judged, self.prepare(judged)
-        assert prepared is not None
-        sent_at = self.fire(prepared)
-        return self.record([(run, sent_at, prepared.complete())])[run.id]
+            result = self.run_guarded(dispatch)
+        else:
+            prepared = self.prepare(run)
+            self.wait_until(dispatch.fire_at_ms)
+            result = (run, self.fire(prepared), prepared.complete())
+        return result if isinstance(result, str) else self.record([result])[result[0].id]
+
+    def run_guarded(self, dispatch: Dispatch) -> Result | str:
+        """A run not started ahead: at its instant, judge it (start_guarded), then get ready and send;
+        returns its result to record, or why it did not start."""
+        self.wait_until(dispatch.fire_at_ms)
+        judged = self.start_guarded(dispatch)
+        if isinstance(judged, str):
+            return judged
+        prepared = self.prepare(judged)
+        return judged, self.fire(prepared), prepared.complete()
 
     def start_guarded(self, dispatch: Dispatch) -> StartedExecution | str:
         """Start a first attempt of a job that forbids overlap, judged as things are at its instant."""
@@ -139,10 +146,12 @@ class Executor:
         released: list[str] = []
         with self.svc.db.connection() as conn:
             kept = store.finish_attempts(conn, [_finish_args(*d) for d in plain])
-            for run, sent_at, outcome, decision in releasing:
-                ours, freed = store.finish_attempt(conn, *_finish_args(run, sent_at, outcome, decision))
-                kept.update([run.id] if ours else [])
-                released.extend([freed] if freed else [])
+            for item in releasing:
+                ours, freed = store.finish_attempt(conn, *_finish_args(*item))
+                if ours:
+                    kept.add(item[0].id)
+                if freed:
+                    released.append(freed)
         self._queue_followers(decided, kept, released)
         statuses = {}
         for run, sent_at, outcome, decision in decided:
@@ -313,14 +322,11 @@ class _Group:
         self.results.put((slot.run, slot.sent_at, slot.prepared.complete()))
 
     def _run_guarded(self, dispatch: Dispatch) -> None:
-        self.executor.wait_until(dispatch.fire_at_ms)
-        judged = self.executor.start_guarded(dispatch)
-        if isinstance(judged, str):
-            self.outcomes[dispatch.execution_id] = judged
-            return
-        prepared = self.executor.prepare(judged)
-        sent_at = self.executor.fire(prepared)
-        self.results.put((judged, sent_at, prepared.complete()))
+        result = self.executor.run_guarded(dispatch)
+        if isinstance(result, str):
+            self.outcomes[dispatch.execution_id] = result
+        else:
+            self.results.put(result)
 
     def _record_results(self) -> None:
         """Write whatever results have arrived in one go, then the next lot: none waits for the slowest."""

@@ -25,11 +25,6 @@ def count(name: str, value: float = 1) -> None:
             _metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
-def milliseconds(name: str, value: float) -> None:
-    with _lock:
-        _metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
-
-
 def record_tick(result: Any) -> None:
     count("Dispatched", result.dispatched)
     count("MissedRuns", result.missed)
