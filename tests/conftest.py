@@ -123,6 +123,10 @@ def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())
 
 
+# A held request is answered after this long even if the test never opens its gate (a failing test).
+GATE_TIMEOUT_SECONDS = 30.0
+
+
 class Target:
     """A real HTTP server on loopback that records every request and answers from a script of statuses."""
 
@@ -137,6 +141,8 @@ class Target:
         self.response_body = b"ok"
         self.response_headers: dict[str, str] = {}
         self.path_delays: dict[str, float] = {}  # extra delay before answering a request for this path
+        # While set, a request arriving is held until this event is set (a run kept in progress at will).
+        self.gate: threading.Event | None = None
         self.connections = 0  # TCP connections accepted (keep-alive reuses them)
         self._sockets: list[Any] = []
         self._lock = threading.Lock()
@@ -162,6 +168,9 @@ class Target:
                     target.requests.append({"at": arrived, "method": self.command, "path": self.path,
                                             "headers": dict(self.headers), "body": body.decode()})
                     status = target.statuses.pop(0) if target.statuses else target.default_status
+                    gate = target.gate
+                if gate is not None:
+                    gate.wait(GATE_TIMEOUT_SECONDS)
                 if target.delay_seconds or self.path in target.path_delays:
                     time.sleep(target.delay_seconds + target.path_delays.get(self.path, 0.0))
                 self.send_response(status)

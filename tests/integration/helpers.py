@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Callable
 
 from tickwork import scheduling
 from tickwork.dueindex import DueIndex
+from tickwork.executor import Executor, http_client
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant
 from tickwork.wiring import Services
@@ -54,3 +57,35 @@ def attempts(svc: Services, execution_id: str) -> list[tuple[Any, ...]]:
             "SELECT number, started_at, duration_ms, status_code, error FROM attempts"
             " WHERE execution_id = %s ORDER BY number", (execution_id,),
         ).fetchall()
+
+
+class FakeClock:
+    """Reads `at` and moves only when slept on: an executor on it sends at its runs' exact instants, at
+    whatever date the test chose, however slow the machine."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        with self._lock:
+            return self.at.timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.at += timedelta(seconds=seconds)
+
+
+def executor_at(svc: Services, clock: FakeClock) -> Executor:
+    """An executor whose every clock read and wait goes through `clock`."""
+    return Executor(svc, http_client(), clock=clock.time, sleep=clock.sleep)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll until `condition()` holds (True) or `timeout` seconds pass (False): for work in other threads."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
