@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from tickwork.invoker import Invoker, LambdaInvoker
 from tickwork.settings import Settings
@@ -38,22 +38,24 @@ IDLE_PING_SECONDS = 5.0
 class _IdleCheck:
     """Pool callbacks: `reset` notes when a connection came back, `check` pings only the idle ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._returned: dict[int, float] = {}
+        self._clock = clock
 
     def reset(self, conn: Any) -> None:
-        self._returned[id(conn)] = time.monotonic()
+        self._returned[id(conn)] = self._clock()
 
     def check(self, conn: Any) -> None:
         returned = self._returned.pop(id(conn), None)
-        if returned is None or time.monotonic() - returned > IDLE_PING_SECONDS:
+        if returned is None or self._clock() - returned > IDLE_PING_SECONDS:
             conn.execute("")  # raises on a dead connection: the pool replaces it
 
 
-def connect_db(settings: Settings, max_size: int = 4) -> Any:
+def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float] = time.monotonic) -> Any:
+    """A pool whose `clock` (seconds, any origin) tells how long a connection sat idle."""
     from psycopg_pool import ConnectionPool
 
-    idle = _IdleCheck()
+    idle = _IdleCheck(clock)
     return ConnectionPool(
         settings.database_url,
         min_size=1,
