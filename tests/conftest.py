@@ -141,8 +141,8 @@ class Target:
         self.response_body = b"ok"
         self.response_headers: dict[str, str] = {}
         self.path_delays: dict[str, float] = {}  # extra delay before answering a request for this path
-        # While set, a request arriving is held until this event is set (a run kept in progress at will).
-        self.gate: threading.Event | None = None
+        # A request arriving for one of these paths is held until its event is set (a run kept in progress).
+        self.gates: dict[str, threading.Event] = {}
         self.connections = 0  # TCP connections accepted (keep-alive reuses them)
         self._sockets: list[Any] = []
         self._lock = threading.Lock()
@@ -168,7 +168,7 @@ class Target:
                     target.requests.append({"at": arrived, "method": self.command, "path": self.path,
                                             "headers": dict(self.headers), "body": body.decode()})
                     status = target.statuses.pop(0) if target.statuses else target.default_status
-                    gate = target.gate
+                    gate = target.gates.get(self.path)
                 if gate is not None:
                     gate.wait(GATE_TIMEOUT_SECONDS)
                 if target.delay_seconds or self.path in target.path_delays:

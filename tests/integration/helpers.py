@@ -65,6 +65,7 @@ class FakeClock:
 
     def __init__(self, at: datetime) -> None:
         self.at = at
+        self.slept: list[float] = []
         self._lock = threading.Lock()
 
     def time(self) -> float:
@@ -73,6 +74,7 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         with self._lock:
+            self.slept.append(seconds)
             self.at += timedelta(seconds=seconds)
 
 

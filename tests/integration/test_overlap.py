@@ -30,11 +30,11 @@ def _start_held_first_run(
     services: Services, target: Target, clock: FakeClock, first: Dispatch,
 ) -> tuple[threading.Thread, threading.Event]:
     """The first run sent at its instant, its response held (the run in progress) until the gate opens."""
-    gate = target.gate = threading.Event()
+    gate = target.gates["/slow"] = threading.Event()
     thread = threading.Thread(target=executor_at(services, clock).run, args=([first],))
     thread.start()
     assert wait_for(lambda: bool(target.requests))
-    target.gate = None  # requests sent from here on are answered at once; the first stays held
+    del target.gates["/slow"]  # requests sent from here on are answered at once; the first stays held
     return thread, gate
 
 
@@ -98,7 +98,7 @@ def test_allow_runs_overlapping_runs_side_by_side(services: Services, target: Ta
 
 def test_two_runs_starting_at_once_under_skip_do_not_both_run(services: Services, target: Target) -> None:
     job_id, (first, second, _) = _three_runs(services, target, "skip")
-    gate = target.gate = threading.Event()  # the winner stays in progress until both have been judged
+    gate = target.gates["/slow"] = threading.Event()  # the winner stays in progress until both have been judged
     outcomes: list[str] = []
     barrier = threading.Barrier(2)
 
