@@ -193,17 +193,23 @@ class Target:
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
+    def drop_connections(self) -> None:
+        """Close every connection accepted so far from the server's side, as a target ending idle ones does."""
         import socket
 
-        self.server.shutdown()
-        self.server.server_close()
-        # Keep-alive connections outlive the listener: end them, so no client reuses one after this test.
-        for sock in self._sockets:
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        # Keep-alive connections outlive the listener: end them, so no client reuses one after this test.
+        self.drop_connections()
 
 
 @pytest.fixture

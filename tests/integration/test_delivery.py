@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ssl
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -14,6 +13,7 @@ import pytest
 from urllib3.connection import HTTPConnection
 
 from tests.conftest import Target
+from tests.integration.helpers import wait_for
 from tickwork.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare, send
 from tickwork.executor import http_client
 
@@ -57,40 +57,33 @@ def test_a_second_attempt_reuses_the_keep_alive_connection(target: Target) -> No
     assert target.connections == 1
 
 
-def test_an_idle_connection_the_target_closed_is_replaced() -> None:
-    target = Target(idle_timeout=0.2)
-    try:
-        connections = Connections()
-        assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
-        time.sleep(0.5)  # the server drops the idle connection
-        assert send(connections, {"url": target.url + "/b"}, {}, timeout=5).succeeded
-        assert target.connections == 2
-    finally:
-        target.close()
+def test_an_idle_connection_the_target_closed_is_replaced(target: Target) -> None:
+    connections = Connections()
+    assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
+    target.drop_connections()  # the target ends the idle connection
+    assert send(connections, {"url": target.url + "/b"}, {}, timeout=5).succeeded
+    assert target.connections == 2
 
 
-def test_a_connection_dropped_between_getting_ready_and_the_instant_is_replaced_at_the_instant() -> None:
-    target = Target(idle_timeout=0.2)
-    try:
-        connections = Connections()
-        assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
-        prepared = prepare(connections, {"url": target.url + "/b"}, {}, timeout=5)
-        assert prepared.reused
-        time.sleep(0.5)  # dropped while the run waits for its instant
-        prepared.fire()
-        outcome = prepared.complete()
-        assert outcome.succeeded, outcome
-        assert [r["path"] for r in target.requests] == ["/a", "/b"]
-    finally:
-        target.close()
+def test_a_connection_dropped_between_getting_ready_and_the_instant_is_replaced_at_the_instant(
+    target: Target,
+) -> None:
+    connections = Connections()
+    assert send(connections, {"url": target.url + "/a"}, {}, timeout=5).succeeded
+    prepared = prepare(connections, {"url": target.url + "/b"}, {}, timeout=5)
+    assert prepared.reused
+    target.drop_connections()  # dropped while the run waits for its instant
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.succeeded, outcome
+    assert [r["path"] for r in target.requests] == ["/a", "/b"]
+    assert target.connections == 2
 
 
 def test_getting_ready_opens_the_connection_and_firing_only_writes(target: Target) -> None:
     prepared = prepare(Connections(), {"method": "PUT", "url": target.url + "/x", "body": "hi"}, {}, timeout=5)
-    deadline = time.time() + 2
-    while target.connections == 0 and time.time() < deadline:  # the server counts it once it has accepted it
-        time.sleep(0.01)
-    assert target.connections == 1 and target.requests == []
+    assert wait_for(lambda: target.connections == 1)  # the server counts it once it has accepted it
+    assert target.requests == []
     prepared.fire()
     outcome = prepared.complete()
     assert outcome.status_code == 200 and outcome.duration_ms >= 0
