@@ -26,10 +26,15 @@ def crash(*_: Any, **__: Any) -> Any:
     raise Crash()
 
 
+# Longer than any test session: a slot this far ahead is still ahead when the last fault test runs.
+SESSION_MARGIN = timedelta(hours=1)
+
+
 def next_hour() -> datetime:
-    """The first hourly slot after now: ticks are driven by explicit times from here, while rows the
-    database stamps (created_at, attempt_started_at) stay before it, as they would in production."""
-    soon = datetime.now(timezone.utc) + timedelta(seconds=5)
+    """An hourly slot between one and two hours ahead: ticks are driven by explicit times from here, while
+    rows the database stamps on its own clock (created_at, attempt_started_at) stay before it, as they
+    would in production, however slow the session that imported this."""
+    soon = datetime.now(timezone.utc) + SESSION_MARGIN
     return soon.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
 
 

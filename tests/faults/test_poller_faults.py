@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
@@ -15,7 +14,7 @@ from tests.conftest import RecordingInvoker, Target
 from tests.faults.support import (
     HOURLY, Crash, assert_no_double_run, crash, execute, next_hour, next_slot_fires, slot_statuses,
 )
-from tests.integration.helpers import due_index, insert_job
+from tests.integration.helpers import due_index, insert_job, wait_for
 from tickwork.maintenance import run_maintenance
 from tickwork.poller import Poller
 from tickwork.store import executions as executions_store
@@ -165,7 +164,7 @@ def test_a_poller_frozen_between_fetch_and_claim_past_its_lock_ttl(
     thread_a, a_result = _thread(lambda: a.tick(to_ms(S0)))
     thread_a.start()
     assert frozen.arrived.wait(5)
-    time.sleep(0.3)  # A's lock expires
+    assert wait_for(lambda: not services.redis.exists(due_index(services).tick_lock_key))  # A's lock expires
     thread_b, b_result = _thread(lambda: Poller(b_svc).tick(to_ms(S0)))
     thread_b.start()
     assert b_busy.arrived.wait(5)  # B holds the lock, has recorded the slot, is dispatching it
@@ -196,7 +195,7 @@ def test_a_poller_frozen_between_claim_and_insert_while_maintenance_rewinds(
         executions_store.record_claims, only=lambda: next(calls) == 0))
     thread_a.start()
     assert frozen.arrived.wait(5)
-    time.sleep(0.3)  # A's lock expires
+    assert wait_for(lambda: not services.redis.exists(due_index(services).tick_lock_key))  # A's lock expires
     assert run_maintenance(services, S0 + timedelta(seconds=15)).rewound == 1
     assert Poller(services).tick(to_ms(S0) + 15_000).dispatched == 1
     frozen.opened.set()
