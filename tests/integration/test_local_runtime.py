@@ -5,7 +5,6 @@ These tests wait on whole seconds, so they are marked slow.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -21,7 +20,9 @@ from typing import Any, Iterator
 import pytest
 
 from tests.conftest import Target
+from tests.integration.helpers import wait_for
 from tickwork.settings import Settings
+from tickwork.timeutil import parse_rfc3339
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
@@ -29,6 +30,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-maintenance", "tickwork-api", "executor")
 STARTUP_TIMEOUT_SECONDS = 30
+# Waits for what the runtime does on its own: three 2 s slots take 6 s at most on an idle machine.
+WAIT_SECONDS = 20.0
+# A run is sent within milliseconds of its slot (see docs/benchmarks.md); later than this is a defect.
+LATE_SECONDS = 1.0
 
 
 @pytest.fixture
@@ -64,15 +69,13 @@ def test_a_job_fires_on_its_even_seconds_and_lists_its_executions(runtime: Local
     })
     assert status == 201, job
 
-    deadline = time.time() + 7
-    while len(target.requests) < 3 and time.time() < deadline:
-        time.sleep(0.05)
+    assert wait_for(lambda: len(target.requests) >= 3, timeout=WAIT_SECONDS), target.requests
 
     arrivals = [(r["at"], r["headers"].get("Tickwork-Scheduled-For", "")) for r in target.requests]
-    assert len(arrivals) >= 3, arrivals
-    for arrival, _ in arrivals:
-        even_second = math.floor(arrival) - math.floor(arrival) % 2
-        assert arrival - even_second < 1.0, f"arrived {arrival - even_second:.3f}s after its slot"
+    for arrival, slot in arrivals:
+        scheduled = parse_rfc3339(slot).timestamp()
+        assert scheduled % 2 == 0, f"{slot} is not an even second"
+        assert 0 <= arrival - scheduled < LATE_SECONDS, f"arrived {arrival - scheduled:.3f}s after its slot {slot}"
     slots = [slot for _, slot in arrivals]
     assert len(set(slots)) == len(slots), "a slot was delivered twice"
 
@@ -87,13 +90,14 @@ def test_a_job_fires_on_its_even_seconds_and_lists_its_executions(runtime: Local
 
 def wait_for_finished_executions(runtime: LocalRuntime, job_id: str, slots: list[str]) -> list[dict[str, Any]]:
     """The executions of `slots`, once finished: the executor records an attempt just after the target answered."""
-    deadline = time.time() + 3
+    deadline = time.monotonic() + WAIT_SECONDS
     while True:
         status, page = call(runtime, "GET", f"/jobs/{job_id}/executions")
         assert status == 200, page
         finished = [e for e in page["items"] if e["scheduled_for"] in slots and e["finished_at"]]
-        if len(finished) == len(slots) or time.time() > deadline:
+        if len(finished) == len(slots) or time.monotonic() > deadline:
             return finished
+        time.sleep(0.05)
 
 
 def test_stop_ends_every_runtime_thread(settings: Settings) -> None:
