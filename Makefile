@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded lint bench clean
+.PHONY: dev test test-embedded test-shifted lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 ## The integration tests of the stores on embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset).
 test-embedded: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q tests/integration/test_dueindex.py tests/integration/test_poller.py
+
+## The whole suite with the date shifted (FAKETIME, libfaketime's format, default +365d) for the tests and
+## the embedded PostgreSQL and Redis alike. Needs Debian's faketime package and a C compiler; not in CI.
+test-shifted: $(STAMP)
+	tests/shifted/run $(PY) -q
 
 lint: $(STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
