@@ -197,7 +197,7 @@ class Prepared:
         else:
             # Closed by the target, or a longer body than we keep: not worth draining.
             self.conn.close()
-        return _outcome(response.status, data, response.getheader("retry-after"), duration)
+        return _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
 
     def render(self) -> None:
         """Buffer the request line and headers in the connection, unsent."""
@@ -295,13 +295,13 @@ def failed_before_sending(error: str) -> Prepared:
     return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, error=error)
 
 
-def _outcome(status: int, data: bytes, retry_after: str | None, duration_ms: int) -> Outcome:
+def _outcome(status: int, body: str, retry_after: str | None, duration_ms: int) -> Outcome:
     error = None
     if 300 <= status < 400:
         error = "redirect not followed"
     elif status >= 400:
         error = f"HTTP {status}"
-    return Outcome(status, _truncate(data), error, duration_ms, _retry_after(retry_after, time.time()))
+    return Outcome(status, body, error, duration_ms, _retry_after(retry_after, time.time()))
 
 
 def _describe_error(exc: Exception, timeout: float) -> str:
@@ -330,8 +330,14 @@ def _retry_after(raw: str | None, now: float) -> float | None:
         return None
 
 
-def _truncate(data: bytes) -> str:
-    return data[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
+def _stored_body(data: bytes, whole: bool) -> str:
+    """What is kept of a response body (at most MAX_STORED_BODY_BYTES): text, with bytes that are not
+    UTF-8 as U+FFFD; a body holding a NUL byte is binary (git's rule; PostgreSQL text cannot hold NUL
+    either) and is kept as a note of its size."""
+    if b"\x00" in data:
+        size = f"{len(data)} bytes" if whole else f"more than {len(data)} bytes"
+        return f"[binary body of {size}, not stored]"
+    return data.decode("utf-8", errors="replace")
 
 
 def request_timeout_seconds(request: Mapping[str, Any], ceiling: float) -> float:
