@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timezone
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import pytest
 
 from tests.integration.helpers import insert_job
+from tickwork.delivery import Connections, prepare, send
 from tickwork.executor import Executor, http_client
+from tickwork.maintenance import run_maintenance
 from tickwork.models import Dispatch
 from tickwork.poller import Poller
+from tickwork.store import executions as executions_store
+from tickwork.store import maintenance as maintenance_store
 from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -192,3 +197,99 @@ def test_a_row_the_database_refuses_costs_only_its_own_body_and_the_batch_is_wri
     runs = _runs(services)
     assert runs["ok"] == ("succeeded", 200, "ok", None)
     assert runs["busy"] == ("retrying", 503, "try later", "HTTP 503")
+
+
+# ---------------------------------------------------------------- a total deadline
+
+
+@pytest.mark.parametrize("path", ["/drip", "/drip-head"])
+def test_an_answer_dripping_a_byte_at_a_time_ends_the_attempt_at_its_timeout(hostile: HostileTarget, path: str) -> None:
+    began = time.monotonic()
+    outcome = send(Connections(), {"url": hostile.url + path}, {}, timeout=2)
+    elapsed = time.monotonic() - began
+    assert outcome.status_code is None and outcome.error == "timeout: no response within 2s"
+    # The whole answer would take 10 s; the margin is for a loaded machine.
+    assert elapsed < 2 + 1.5, elapsed
+
+
+def test_an_attempt_whose_time_began_earlier_has_only_the_rest_of_it(hostile: HostileTarget) -> None:
+    """Getting ready late (a slow name lookup, a busy executor) eats into the timeout, not past it."""
+    began = time.monotonic()
+    prepared = prepare(Connections(), {"url": hostile.url + "/drip"}, {}, timeout=4,
+                       started_at=datetime.now(timezone.utc) - timedelta(seconds=3))
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.error == "timeout: no response within 4s"
+    assert time.monotonic() - began < 1 + 1.5  # 1 s was left of the 4 s; without the start it would be 4
+
+
+def test_an_attempt_whose_time_ran_out_before_it_was_sent_sends_nothing(hostile: HostileTarget) -> None:
+    prepared = prepare(Connections(), {"url": hostile.url + "/ok"}, {}, timeout=2,
+                       started_at=datetime.now(timezone.utc) - timedelta(seconds=1.5))
+    time.sleep(0.6)  # the executor was held up between getting ready and the instant
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.error == "timeout: not sent, the attempt's 2s had run out before its request could be written"
+    assert outcome.retryable
+    deadline = time.monotonic() + 2
+    while hostile.open_connections and time.monotonic() < deadline:  # the server notices the close
+        time.sleep(0.01)
+    assert hostile.open_connections == 0 and hostile.requests_served == 0
+
+
+def test_an_answer_that_arrived_in_time_but_is_read_late_is_still_read(hostile: HostileTarget) -> None:
+    prepared = prepare(Connections(), {"url": hostile.url + "/ok"}, {}, timeout=1)
+    prepared.fire()
+    time.sleep(1.5)  # the executor was busy: the answer waited in the socket past the deadline
+    outcome = prepared.complete()
+    assert (outcome.status_code, outcome.body, outcome.error) == (200, "ok", None)
+
+
+def test_the_executor_counts_an_attempts_time_from_the_start_the_sweeper_counts_from(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    _job(services, hostile.url + "/ok", tenant)
+    (dispatch,) = _claim(services, T0)
+    with services.db.connection() as conn:
+        started = executions_store.start_unguarded(conn, dispatch.execution_id, 1)
+        (page,) = maintenance_store.long_running(conn, datetime.now(timezone.utc) + timedelta(days=1), 10, 1)
+    assert started is not None and started.attempt_started_at is not None
+    assert [(r.execution_id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
+
+
+def test_the_sweeper_never_retries_an_attempt_still_connected(services: Services, hostile: HostileTarget) -> None:
+    """At the instant the sweeper may end an attempt (its start, plus its timeout, plus the lost margin),
+    the executor has already ended it: the dripping target is no longer connected, the result is the
+    executor's own, and the sweeper leaves it alone."""
+    services.settings = replace(services.settings, lost_margin_seconds=3)
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    slot = datetime.now(timezone.utc).replace(microsecond=0)
+    job_id = _job(services, hostile.url + "/drip", tenant, at=slot)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET request = request || '{\"timeout_seconds\": 2}' WHERE id = %s", (job_id,))
+    (dispatch,) = _claim(services, slot)
+    runner = threading.Thread(target=Executor(services, http_client()).run, args=([dispatch],))
+    runner.start()
+    started = _attempt_started_at(services, dispatch.execution_id)
+    sweep_at = started + timedelta(seconds=2 + 3)
+    time.sleep(max(0.0, sweep_at.timestamp() - time.time()))
+    connected = hostile.open_connections
+    report = run_maintenance(services, sweep_at)
+    runner.join(15)
+    assert connected == 0 and (report.retried, report.lost) == (0, 0)
+    assert _runs(services)["drip"] == ("retrying", None, None, "timeout: no response within 2s")
+
+
+def _attempt_started_at(services: Services, execution_id: str) -> datetime:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with services.db.connection() as conn:
+            started = conn.execute("SELECT attempt_started_at FROM executions WHERE id = %s AND status <> 'queued'",
+                                   (execution_id,)).fetchone()
+        if started is not None:
+            return started[0]
+        time.sleep(0.02)
+    raise AssertionError("the run never started")

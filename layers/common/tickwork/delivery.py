@@ -5,6 +5,12 @@ An attempt is taken in three steps, so that the instant a run is due costs one s
 `Prepared.fire` (at the instant: write the request) and `Prepared.complete` (read the response,
 classify it, hand the connection back). `send` does the three at once.
 
+`timeout` bounds the attempt in all, not each socket operation: connecting, writing the request and
+reading the status, headers and body share it, counted from the attempt's start (the instant it was
+due, or when it began to get ready if that was later), so a target answering a byte at a time cannot
+hold an attempt past it, and the sweeper, waiting the same timeout plus a margin, never retries an
+attempt still connected.
+
 Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
 URL (query strings carry tokens) into its messages, and attempts are stored and shown to users.
 """
@@ -16,13 +22,16 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from urllib3 import exceptions as ux
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
+from tickwork.deadline import LateError, TimedResponse, time_to_send
 from tickwork.retry import is_retryable_status
 
 # Enough of a response to debug a failing target; history rows stay small.
@@ -150,6 +159,7 @@ class Prepared:
     headers: dict[str, str]
     body: bytes | None
     timeout: float
+    deadline: float = 0.0  # time.monotonic() by which the attempt is over, whatever the target does
     conn: HTTPConnection | None = None
     reused: bool = False
     error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
@@ -161,11 +171,12 @@ class Prepared:
         if self.error is not None or self.conn is None:
             return
         self._fired = time.monotonic()
+        self.deadline = min(self.deadline, self._fired + self.timeout)
         try:
             if self.reused and not self.conn.is_connected:
                 # The target closed the idle connection while the run waited: open a fresh one.
                 self._reopen()
-            self.conn.endheaders(self.body)
+            self._write()
         except (BrokenPipeError, ConnectionResetError) as exc:
             if not self.reused:
                 self._send_error = exc
@@ -184,7 +195,7 @@ class Prepared:
         if self._send_error is not None:
             return self._failed(self._send_error)
         try:
-            self.conn.sock.settimeout(max(0.001, self.timeout - (time.monotonic() - self._fired)))
+            self.conn.response_class = partial(TimedResponse, deadline=self.deadline)  # type: ignore[assignment]
             # http.client's own response (urllib3's wrapper needs its request(), which renders at the instant).
             response = http.client.HTTPConnection.getresponse(self.conn)
             data = response.read(MAX_STORED_BODY_BYTES)
@@ -217,10 +228,19 @@ class Prepared:
     def _retry_on_new_connection(self) -> None:
         try:
             self._reopen()
-            assert self.conn is not None
-            self.conn.endheaders(self.body)
+            self._write()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
+
+    def _write(self) -> None:
+        """Send the request within what is left of the attempt's time (a plain socket's sendall is
+        bounded in all by its timeout); a new connection opens within it too."""
+        assert self.conn is not None
+        left = time_to_send(self.deadline)
+        self.conn.timeout = left
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(left)
+        self.conn.endheaders(self.body)
 
     def _failed(self, exc: Exception) -> Outcome:
         if self.conn is not None:
@@ -233,14 +253,19 @@ class Prepared:
 
 def prepare(
     connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
-    pinned_address: str | None = None,
+    pinned_address: str | None = None, started_at: datetime | None = None,
 ) -> Prepared:
     """Make an attempt ready: no redirects will be followed (a redirect could point inside the network)
     and nothing is retried behind the caller's back.
 
     With `pinned_address` the connection goes to that IP (the one the SSRF guard checked) while Host,
     TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
+    `started_at` is when the attempt's time began (the executor passes the start Postgres recorded, which
+    the sweeper counts from too); by default, now. The attempt is over `timeout` after it, and never more
+    than `timeout` after it is fired.
     """
+    begun = time.monotonic()
+    start = begun if started_at is None else begun + started_at.timestamp() - time.time()
     parts = urlsplit(request["url"])
     host, port = host_and_port(request["url"])
     key: TargetKey = (parts.scheme, host, port, pinned_address)
@@ -249,7 +274,7 @@ def prepare(
     body = raw.encode() if isinstance(raw, str) else raw
     headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    prepared = Prepared(connections, key, method, path, headers, body, timeout)
+    prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout)
     conn, prepared.reused = connections.take(key)
     prepared.conn = conn
     try:
@@ -259,6 +284,7 @@ def prepare(
         return replace(prepared, conn=None, error="refused: invalid request header")
     if not prepared.reused:
         try:
+            conn.timeout = min(timeout, time_to_send(prepared.deadline))
             conn.connect()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             conn.close()
@@ -310,6 +336,8 @@ def _describe_error(exc: Exception, timeout: float) -> str:
         return "connection failed: could not resolve host"
     if isinstance(exc, ux.NewConnectionError):
         return "connection failed: could not connect"
+    if isinstance(exc, LateError):
+        return f"timeout: not sent, the attempt's {timeout:g}s had run out before its request could be written"
     if isinstance(exc, (ux.SSLError, ssl.SSLError, ssl.CertificateError)):
         return "connection failed: TLS handshake error"
     if isinstance(exc, (ux.ConnectTimeoutError, ux.ReadTimeoutError, TimeoutError)):
