@@ -293,3 +293,21 @@ def _attempt_started_at(services: Services, execution_id: str) -> datetime:
             return started[0]
         time.sleep(0.02)
     raise AssertionError("the run never started")
+
+
+# ---------------------------------------------------------------- secrets a target echoes
+
+
+def test_a_target_echoing_the_requests_secrets_does_not_get_them_into_stored_history(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    _job(services, f"{hostile.url}/echo?api_key={QUERY_SECRET}&page=2", tenant,
+         headers={"Authorization": f"Bearer {SECRET}", "X-Signature": "sig-abcdef", "X-Trace": "trace-me"})
+    assert _pinned_executor(services).run(_claim(services, T0)) == ["succeeded"]
+    body = _runs(services)["echo"][2]
+    assert body is not None and hostile.requests_served == 1
+    for secret in (SECRET, QUERY_SECRET, "sig-abcdef"):
+        assert secret not in body
+    assert "Authorization: ***" in body and "api_key=***&page=2" in body and "X-Trace: trace-me" in body

@@ -12,7 +12,8 @@ hold an attempt past it, and the sweeper, waiting the same timeout plus a margin
 attempt still connected.
 
 Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
-URL (query strings carry tokens) into its messages, and attempts are stored and shown to users.
+URL (query strings carry tokens) into its messages, and attempts are stored and shown to users. Values
+of the request's secrets that a target echoes are redacted from what is kept of its answer.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from urllib3 import exceptions as ux
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from tickwork.deadline import LateError, TimedResponse, time_to_send
+from tickwork.redaction import redact, secret_values
 from tickwork.retry import is_retryable_status
 
 # Enough of a response to debug a failing target; history rows stay small.
@@ -208,7 +210,8 @@ class Prepared:
         else:
             # Closed by the target, or a longer body than we keep: not worth draining.
             self.conn.close()
-        return _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
+        outcome = _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
+        return self._redacted(outcome, cut=not whole)
 
     def render(self) -> None:
         """Buffer the request line and headers in the connection, unsent."""
@@ -245,7 +248,13 @@ class Prepared:
     def _failed(self, exc: Exception) -> Outcome:
         if self.conn is not None:
             self.conn.close()
-        return Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms())
+        return self._redacted(Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms()))
+
+    def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
+        secrets = secret_values(self.headers, urlsplit(self.path).query)
+        if not secrets:
+            return outcome
+        return replace(outcome, body=redact(outcome.body, secrets, cut), error=redact(outcome.error, secrets))
 
     def _elapsed_ms(self) -> int:
         return 0 if self._fired is None else int((time.monotonic() - self._fired) * 1000)
