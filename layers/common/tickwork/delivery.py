@@ -251,10 +251,9 @@ class Prepared:
         return self._redacted(Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms()))
 
     def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
-        secrets = secret_values(self.headers, urlsplit(self.path).query)
-        if not secrets:
-            return outcome
-        return replace(outcome, body=redact(outcome.body, secrets, cut), error=redact(outcome.error, secrets))
+        secrets = secret_values(self.headers, self.path.partition("?")[2])
+        body, error = redact(outcome.body, secrets, cut), redact(outcome.error, secrets)
+        return outcome if (body, error) == (outcome.body, outcome.error) else replace(outcome, body=body, error=error)
 
     def _elapsed_ms(self) -> int:
         return 0 if self._fired is None else int((time.monotonic() - self._fired) * 1000)

@@ -8,6 +8,7 @@ named like a sensitive header (`?api_key=`, `?token=`) count as secrets too.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Iterator, Mapping, Sequence
 from urllib.parse import quote, unquote_plus
 
@@ -18,6 +19,8 @@ _SENSITIVE_PARTS = ("token", "secret", "key", "password", "passwd", "auth", "coo
 MIN_SECRET_CHARS = 4
 
 
+# Header names repeat from attempt to attempt: each is judged once (per execution environment).
+@lru_cache(maxsize=4096)
 def is_sensitive_header(name: str) -> bool:
     lower = name.lower()
     return lower in _SENSITIVE_HEADERS or any(part in lower for part in _SENSITIVE_PARTS)
@@ -26,8 +29,13 @@ def is_sensitive_header(name: str) -> bool:
 def secret_values(headers: Mapping[str, str], query: str) -> tuple[str, ...]:
     """What `redact` hides for a request: each sensitive value as sent, its credentials without the
     auth scheme (`Bearer <token>`), and how JSON and percent-encoding spell them; longest first."""
+    return _spellings(tuple(_sensitive_values(headers, query)))
+
+
+@lru_cache(maxsize=1024)  # a job's secrets are the same at every attempt
+def _spellings(values: tuple[str, ...]) -> tuple[str, ...]:
     found: set[str] = set()
-    for value in _sensitive_values(headers, query):
+    for value in values:
         for part in (value.strip(), value.strip().partition(" ")[2]):
             if len(part) >= MIN_SECRET_CHARS:
                 found |= {part, json.dumps(part)[1:-1], quote(part, safe="")}
@@ -36,7 +44,7 @@ def secret_values(headers: Mapping[str, str], query: str) -> tuple[str, ...]:
 
 def _sensitive_values(headers: Mapping[str, str], query: str) -> Iterator[str]:
     yield from (value for name, value in headers.items() if is_sensitive_header(name))
-    for pair in query.split("&"):
+    for pair in query.split("&") if query else ():
         name, _, value = pair.partition("=")
         if is_sensitive_header(unquote_plus(name)):
             yield from (value, unquote_plus(value))
