@@ -6,10 +6,11 @@ An attempt is taken in three steps, so that the instant a run is due costs one s
 classify it, hand the connection back). `send` does the three at once.
 
 `timeout` bounds the attempt in all, not each socket operation: connecting, writing the request and
-reading the status, headers and body share it, counted from the attempt's start (the instant it was
-due, or when it began to get ready if that was later), so a target answering a byte at a time cannot
-hold an attempt past it, and the sweeper, waiting the same timeout plus a margin, never retries an
-attempt still connected.
+reading the status, headers and body share it, counted from the attempt's start (for the executor the
+start Postgres recorded: the instant the run was due or, if later, when it was started), so a target
+answering a byte at a time cannot hold an attempt past it, and the sweeper, waiting the same timeout
+plus a margin, never retries an attempt still connected. (A TLS handshake, and a write over TLS, wait
+per operation for what is left; either way no request starts to be written once the time is up.)
 
 Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
 URL (query strings carry tokens) into its messages, and attempts are stored and shown to users. Values
