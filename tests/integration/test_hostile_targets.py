@@ -259,6 +259,21 @@ def test_the_executor_counts_an_attempts_time_from_the_start_the_sweeper_counts_
     assert [(r.execution_id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
 
 
+def test_a_run_readied_ahead_of_its_instant_by_more_than_its_timeout_still_has_all_of_it(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    """The executor counts from the recorded start (the instant), not from when it got ready."""
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    slot = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
+    job_id = _job(services, hostile.url + "/ok", tenant, at=slot)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET request = request || '{\"timeout_seconds\": 1}' WHERE id = %s", (job_id,))
+    (dispatch,) = _claim(services, slot - timedelta(milliseconds=services.settings.lookahead_ms))
+    assert Executor(services, http_client()).run([dispatch]) == ["succeeded"]
+    assert hostile.requests_served == 1
+
+
 def test_the_sweeper_never_retries_an_attempt_still_connected(services: Services, hostile: HostileTarget) -> None:
     """At the instant the sweeper may end an attempt (its start, plus its timeout, plus the lost margin),
     the executor has already ended it: the dripping target is no longer connected, the result is the
