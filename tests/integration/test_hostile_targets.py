@@ -171,7 +171,7 @@ def test_nul_invalid_utf8_and_binary_answers_end_with_their_true_status_beside_a
 
 
 def test_a_row_the_database_refuses_costs_only_its_own_body_and_the_batch_is_written_run_by_run(
-    services: Services, hostile: HostileTarget,
+    services: Services, hostile: HostileTarget, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The refusal comes from a constraint, not from the bytes: the fallback itself is what is tested."""
     with services.db.connection() as conn:
@@ -190,13 +190,18 @@ def test_a_row_the_database_refuses_costs_only_its_own_body_and_the_batch_is_wri
     note = "response not stored: the database refused it"
     with services.db.connection() as conn:
         refused = conn.execute(
-            "SELECT e.status, e.last_error, a.status_code, a.response_body, a.error FROM executions e"
+            "SELECT e.id::text, e.status, e.last_error, a.status_code, a.response_body, a.error FROM executions e"
             "  JOIN attempts a ON a.execution_id = e.id JOIN jobs j ON j.id = e.job_id"
             " WHERE j.request->>'url' LIKE '%%/refused%%'").fetchall()
-    assert refused == [("succeeded", note, 200, None, note)] * 2
+    assert [row[1:] for row in refused] == [("succeeded", note, 200, None, note)] * 2
     runs = _runs(services)
     assert runs["ok"] == ("succeeded", 200, "ok", None)
     assert runs["busy"] == ("retrying", 503, "try later", "HTTP 503")
+    # Operators see which attempts lost their body, and never the body (the database's error quotes it).
+    warned = [r for r in caplog.records if r.getMessage() == "attempt stored without its response"]
+    assert len(warned) == 2 and all(getattr(r, "reason") == "CheckViolation" for r in warned)
+    assert {getattr(r, "execution_id") for r in warned} == {row[0] for row in refused}
+    assert "refused by the test" not in caplog.text
 
 
 # ---------------------------------------------------------------- a total deadline
