@@ -5,8 +5,16 @@ An attempt is taken in three steps, so that the instant a run is due costs one s
 `Prepared.fire` (at the instant: write the request) and `Prepared.complete` (read the response,
 classify it, hand the connection back). `send` does the three at once.
 
+`timeout` bounds the attempt in all, not each socket operation: connecting, writing the request and
+reading the status, headers and body share it, counted from the attempt's start (for the executor the
+start Postgres recorded: the instant the run was due or, if later, when it was started), so a target
+answering a byte at a time cannot hold an attempt past it, and the sweeper, waiting the same timeout
+plus a margin, never retries an attempt still connected. (A TLS handshake, and a write over TLS, wait
+per operation for what is left; either way no request starts to be written once the time is up.)
+
 Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
-URL (query strings carry tokens) into its messages, and attempts are stored and shown to users.
+URL (query strings carry tokens) into its messages, and attempts are stored and shown to users. Values
+of the request's secrets that a target echoes are redacted from what is kept of its answer.
 """
 from __future__ import annotations
 
@@ -16,13 +24,17 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from urllib3 import exceptions as ux
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
+from tickwork.deadline import LateError, TimedResponse, time_to_send
+from tickwork.redaction import redact, secret_values
 from tickwork.retry import is_retryable_status
 
 # Enough of a response to debug a failing target; history rows stay small.
@@ -150,6 +162,7 @@ class Prepared:
     headers: dict[str, str]
     body: bytes | None
     timeout: float
+    deadline: float = 0.0  # time.monotonic() by which the attempt is over, whatever the target does
     conn: HTTPConnection | None = None
     reused: bool = False
     error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
@@ -161,11 +174,12 @@ class Prepared:
         if self.error is not None or self.conn is None:
             return
         self._fired = time.monotonic()
+        self.deadline = min(self.deadline, self._fired + self.timeout)
         try:
             if self.reused and not self.conn.is_connected:
                 # The target closed the idle connection while the run waited: open a fresh one.
                 self._reopen()
-            self.conn.endheaders(self.body)
+            self._write()
         except (BrokenPipeError, ConnectionResetError) as exc:
             if not self.reused:
                 self._send_error = exc
@@ -184,7 +198,7 @@ class Prepared:
         if self._send_error is not None:
             return self._failed(self._send_error)
         try:
-            self.conn.sock.settimeout(max(0.001, self.timeout - (time.monotonic() - self._fired)))
+            self.conn.response_class = partial(TimedResponse, deadline=self.deadline)  # type: ignore[assignment]
             # http.client's own response (urllib3's wrapper needs its request(), which renders at the instant).
             response = http.client.HTTPConnection.getresponse(self.conn)
             data = response.read(MAX_STORED_BODY_BYTES)
@@ -197,7 +211,8 @@ class Prepared:
         else:
             # Closed by the target, or a longer body than we keep: not worth draining.
             self.conn.close()
-        return _outcome(response.status, data, response.getheader("retry-after"), duration)
+        outcome = _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
+        return self._redacted(outcome, cut=not whole)
 
     def render(self) -> None:
         """Buffer the request line and headers in the connection, unsent."""
@@ -217,15 +232,29 @@ class Prepared:
     def _retry_on_new_connection(self) -> None:
         try:
             self._reopen()
-            assert self.conn is not None
-            self.conn.endheaders(self.body)
+            self._write()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
+
+    def _write(self) -> None:
+        """Send the request within what is left of the attempt's time (a plain socket's sendall is
+        bounded in all by its timeout); a new connection opens within it too."""
+        assert self.conn is not None
+        left = time_to_send(self.deadline)
+        self.conn.timeout = left
+        if self.conn.sock is not None:
+            self.conn.sock.settimeout(left)
+        self.conn.endheaders(self.body)
 
     def _failed(self, exc: Exception) -> Outcome:
         if self.conn is not None:
             self.conn.close()
-        return Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms())
+        return self._redacted(Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms()))
+
+    def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
+        secrets = secret_values(self.headers, self.path.partition("?")[2])
+        body, error = redact(outcome.body, secrets, cut), redact(outcome.error, secrets)
+        return outcome if (body, error) == (outcome.body, outcome.error) else replace(outcome, body=body, error=error)
 
     def _elapsed_ms(self) -> int:
         return 0 if self._fired is None else int((time.monotonic() - self._fired) * 1000)
@@ -233,14 +262,19 @@ class Prepared:
 
 def prepare(
     connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
-    pinned_address: str | None = None,
+    pinned_address: str | None = None, started_at: datetime | None = None,
 ) -> Prepared:
     """Make an attempt ready: no redirects will be followed (a redirect could point inside the network)
     and nothing is retried behind the caller's back.
 
     With `pinned_address` the connection goes to that IP (the one the SSRF guard checked) while Host,
     TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
+    `started_at` is when the attempt's time began (the executor passes the start Postgres recorded, which
+    the sweeper counts from too); by default, now. The attempt is over `timeout` after it, and never more
+    than `timeout` after it is fired.
     """
+    begun = time.monotonic()
+    start = begun if started_at is None else begun + started_at.timestamp() - time.time()
     parts = urlsplit(request["url"])
     host, port = host_and_port(request["url"])
     key: TargetKey = (parts.scheme, host, port, pinned_address)
@@ -249,7 +283,7 @@ def prepare(
     body = raw.encode() if isinstance(raw, str) else raw
     headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    prepared = Prepared(connections, key, method, path, headers, body, timeout)
+    prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout)
     conn, prepared.reused = connections.take(key)
     prepared.conn = conn
     try:
@@ -259,6 +293,7 @@ def prepare(
         return replace(prepared, conn=None, error="refused: invalid request header")
     if not prepared.reused:
         try:
+            conn.timeout = min(timeout, time_to_send(prepared.deadline))
             conn.connect()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             conn.close()
@@ -295,13 +330,13 @@ def failed_before_sending(error: str) -> Prepared:
     return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, error=error)
 
 
-def _outcome(status: int, data: bytes, retry_after: str | None, duration_ms: int) -> Outcome:
+def _outcome(status: int, body: str, retry_after: str | None, duration_ms: int) -> Outcome:
     error = None
     if 300 <= status < 400:
         error = "redirect not followed"
     elif status >= 400:
         error = f"HTTP {status}"
-    return Outcome(status, _truncate(data), error, duration_ms, _retry_after(retry_after, time.time()))
+    return Outcome(status, body, error, duration_ms, _retry_after(retry_after, time.time()))
 
 
 def _describe_error(exc: Exception, timeout: float) -> str:
@@ -310,6 +345,8 @@ def _describe_error(exc: Exception, timeout: float) -> str:
         return "connection failed: could not resolve host"
     if isinstance(exc, ux.NewConnectionError):
         return "connection failed: could not connect"
+    if isinstance(exc, LateError):
+        return f"timeout: not sent, the attempt's {timeout:g}s had run out before its request could be written"
     if isinstance(exc, (ux.SSLError, ssl.SSLError, ssl.CertificateError)):
         return "connection failed: TLS handshake error"
     if isinstance(exc, (ux.ConnectTimeoutError, ux.ReadTimeoutError, TimeoutError)):
@@ -330,8 +367,14 @@ def _retry_after(raw: str | None, now: float) -> float | None:
         return None
 
 
-def _truncate(data: bytes) -> str:
-    return data[:MAX_STORED_BODY_BYTES].decode("utf-8", errors="replace")
+def _stored_body(data: bytes, whole: bool) -> str:
+    """What is kept of a response body (at most MAX_STORED_BODY_BYTES): text, with bytes that are not
+    UTF-8 as U+FFFD; a body holding a NUL byte is binary (git's rule; PostgreSQL text cannot hold NUL
+    either) and is kept as a note of its size."""
+    if b"\x00" in data:
+        size = f"{len(data)} bytes" if whole else f"more than {len(data)} bytes"
+        return f"[binary body of {size}, not stored]"
+    return data.decode("utf-8", errors="replace")
 
 
 def request_timeout_seconds(request: Mapping[str, Any], ceiling: float) -> float:

@@ -120,7 +120,8 @@ class Executor:
                 return delivery.failed_before_sending(f"refused: {exc.message}")
             except OSError:
                 return delivery.failed_before_sending("connection failed: could not resolve host")
-        return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned)
+        return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
+                                started_at=run.attempt_started_at)
 
     def fire(self, prepared: delivery.Prepared) -> datetime:
         """Send now; returns the moment it was sent (the attempt's start)."""

@@ -14,6 +14,7 @@ from tickwork import policy, scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
 from tickwork.models import JobRow
+from tickwork.redaction import REDACTED, is_sensitive_header
 from tickwork.schedule import Schedule, parse_schedule
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
@@ -23,9 +24,6 @@ from tickwork.store.history import AttemptRow, ExecutionRow
 from tickwork.targets import validate_target_url
 from tickwork.timeutil import to_ms
 
-REDACTED = "***"
-_SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key"})
-_SENSITIVE_PARTS = ("token", "secret", "key", "password", "passwd", "auth", "cookie", "credential", "signature")
 # Owned by the HTTP client (framing) or by the executor (run identity); a job may not set them.
 _RESERVED_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
@@ -172,11 +170,6 @@ def get_execution(scope: Scope, execution_id: str) -> tuple[ExecutionRow, list[A
 
 
 # ---------------------------------------------------------------- secrets in headers
-
-def is_sensitive_header(name: str) -> bool:
-    lower = name.lower()
-    return lower in _SENSITIVE_HEADERS or any(part in lower for part in _SENSITIVE_PARTS)
-
 
 def redacted_request(request: Mapping[str, Any]) -> dict[str, Any]:
     """The request as it may be shown: sensitive header values replaced by REDACTED."""

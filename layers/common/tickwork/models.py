@@ -70,3 +70,5 @@ class StartedExecution:
     request: dict[str, Any]
     retry: dict[str, Any]
     overlap: str = "allow"
+    # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
+    attempt_started_at: datetime | None = None

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Sequence
 
+import psycopg
+from aws_lambda_powertools import Logger
+
 from tickwork.models import StartedExecution
+
+logger = Logger(child=True)
 
 # A claim is recorded only if the job is still active, still at the version whose schedule produced
 # it, and not already past the claimed slot; the same statement advances next_run_at (so Postgres can
@@ -128,7 +133,7 @@ UPDATE executions e
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
    AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1)
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-          j.overlap
+          j.overlap, e.attempt_started_at
 """
 
 _IN_PROGRESS = """
@@ -260,6 +265,13 @@ SELECT id::text FROM ended
 """
 
 
+# What the database answers when it refuses the values of a row (not when it cannot be reached).
+_REFUSED_ROW = (psycopg.DataError, psycopg.IntegrityError)
+UNSTORED_NOTE = "response not stored: the database refused it"
+
+Finished = tuple[str, AttemptRecord, str, datetime | None]  # (execution_id, attempt, status, next_attempt_at)
+
+
 def finish_attempt(
     conn: Any, execution_id: str, attempt: AttemptRecord, status: str, next_attempt_at: datetime | None,
     may_release: bool = True,
@@ -269,26 +281,45 @@ def finish_attempt(
     Returns whether the run was still ours (False if it was taken from us, e.g. marked lost) and the id
     of a waiting run this one's end released, which the caller must dispatch. `may_release=False` (a
     job that allows overlap, so nothing ever waits behind it) skips that part: one statement in all.
+
+    An attempt the database refuses (a value it cannot hold) is stored without its response body, with
+    UNSTORED_NOTE in its error: the run still ends, with the status it earned.
     """
-    result = [(execution_id, attempt, status, next_attempt_at)]
-    if not (may_release and status in FINAL_STATUSES):
-        return bool(finish_attempts(conn, result)), None
-    with conn.transaction():
-        if not finish_attempts(conn, result):
-            return False, None
-        return True, promote_waiting(conn, execution_id)
+    result = (execution_id, attempt, status, next_attempt_at)
+    try:
+        return _finish_one(conn, result, may_release)
+    except _REFUSED_ROW as exc:
+        # The exception's text may quote the row (the response): only its kind is logged.
+        logger.warning("attempt stored without its response", extra={
+            "execution_id": execution_id, "attempt": attempt.number, "reason": type(exc).__name__})
+        return _finish_one(conn, (execution_id, _without_response(attempt), status, next_attempt_at), may_release)
 
 
-def finish_attempts(
-    conn: Any, results: Sequence[tuple[str, AttemptRecord, str, datetime | None]],
-) -> set[str]:
+def finish_attempts(conn: Any, results: Sequence[Finished]) -> set[str]:
     """finish_attempt(..., may_release=False) for many (execution_id, attempt, status, next_attempt_at)
     in one statement; returns the ids of the runs that were still ours, whose attempt was recorded.
 
     Only for runs whose end cannot release a waiting run (overlap allow, or a status that is not final):
     this never promotes one. Callers list a run once (an executor records one attempt per run per group);
-    a run listed twice would end once, by either entry.
+    a run listed twice would end once, by either entry. Call outside a transaction: a batch the database
+    refuses is written run by run, so one unwritable row costs at most its own response body.
     """
+    try:
+        return _finish(conn, results)
+    except _REFUSED_ROW:
+        return {r[0] for r in results if finish_attempt(conn, *r, may_release=False)[0]}
+
+
+def _finish_one(conn: Any, result: Finished, may_release: bool) -> tuple[bool, str | None]:
+    if not (may_release and result[2] in FINAL_STATUSES):
+        return bool(_finish(conn, [result])), None
+    with conn.transaction():
+        if not _finish(conn, [result]):
+            return False, None
+        return True, promote_waiting(conn, result[0])
+
+
+def _finish(conn: Any, results: Sequence[Finished]) -> set[str]:
     if not results:
         return set()
     params = {
@@ -298,3 +329,8 @@ def finish_attempts(
         "bodies": [r[1].response_body for r in results], "errors": [r[1].error for r in results],
     }
     return {row[0] for row in conn.execute(_FINISH, params).fetchall()}
+
+
+def _without_response(attempt: AttemptRecord) -> AttemptRecord:
+    error = UNSTORED_NOTE if attempt.error is None else f"{attempt.error}; {UNSTORED_NOTE}"
+    return replace(attempt, response_body=None, error=error)

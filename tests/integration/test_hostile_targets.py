@@ -1,0 +1,333 @@
+"""Targets that answer badly on purpose, through the real executor, a real loopback server and real Postgres:
+bytes Postgres text cannot hold, answers that drip for ever, answers that echo the request's secrets.
+
+Each must cost at most its own run, and every run, of every tenant, must end with its true status.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import pytest
+
+from tests.integration.helpers import insert_job
+from tickwork.delivery import Connections, prepare, send
+from tickwork.executor import Executor, http_client
+from tickwork.maintenance import run_maintenance
+from tickwork.models import Dispatch
+from tickwork.poller import Poller
+from tickwork.store import executions as executions_store
+from tickwork.store import maintenance as maintenance_store
+from tickwork.store.tenants import create_tenant
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services
+
+# The run slot of the tests whose verdict does not depend on time: the executor's clock is pinned to it.
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+BINARY = bytes(range(256)) * 2
+DRIP_BYTES = 40  # one every DRIP_SECONDS: the whole answer would take 10 s
+DRIP_SECONDS = 0.25
+SECRET = "s3cr3t-token-0123456789"
+QUERY_SECRET = "q-secret-9876543210"
+
+
+class HostileTarget:
+    """A loopback HTTP server whose answer depends on the path: see `_answer`."""
+
+    def __init__(self) -> None:
+        self.open_connections = 0
+        self.requests_served = 0
+        self.drip_stopped: list[float] = []  # when each drip noticed that its client had gone
+        self._lock = threading.Lock()
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with target._lock:
+                    target.open_connections += 1
+
+            def finish(self) -> None:
+                with target._lock:
+                    target.open_connections -= 1
+                super().finish()
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                if length:
+                    self.rfile.read(length)
+                target._answer(self)
+
+            do_GET = do_POST = _serve
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.requests_served += 1
+        path = handler.path.split("?", 1)[0]
+        if path in ("/drip", "/drip-head"):
+            self._drip(handler, head=path == "/drip-head")
+            return
+        status, body = {
+            "/nul": (200, b"before\x00after"),
+            "/latin1": (404, b"caf\xe9 \xff\xfe au lait"),
+            "/binary": (200, BINARY),
+            "/busy": (503, b"try later"),
+            "/refused": (200, b"refused by the test"),
+            "/echo": (200, f"{handler.requestline}\r\n{handler.headers}".encode()),
+        }.get(path, (200, b"ok"))
+        handler.send_response(status)
+        handler.send_header("content-length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def _drip(self, handler: BaseHTTPRequestHandler, head: bool) -> None:
+        """An answer a byte at a time: its status line and headers (`head`) or its body."""
+        answer = f"HTTP/1.1 200 OK\r\ncontent-length: {DRIP_BYTES}\r\n\r\n".encode() + b"x" * DRIP_BYTES
+        start = 0 if head else answer.index(b"\r\n\r\n") + 4
+        try:
+            handler.wfile.write(answer[:start])
+            for i in range(start, start + DRIP_BYTES):
+                handler.wfile.write(answer[i:i + 1])
+                handler.wfile.flush()
+                time.sleep(DRIP_SECONDS)
+        except OSError:
+            pass
+        with self._lock:
+            self.drip_stopped.append(time.time())
+        handler.close_connection = True
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile() -> Iterator[HostileTarget]:
+    server = HostileTarget()
+    yield server
+    server.close()
+
+
+def _claim(services: Services, at: datetime) -> list[Dispatch]:
+    Poller(services).tick(to_ms(at))
+    return list(services.invoker.dispatches)  # type: ignore[union-attr]
+
+
+def _job(services: Services, url: str, tenant_id: str, at: datetime = T0, **job: Any) -> str:
+    return insert_job(services, schedule="0 0 1 1 *", next_run_at=at, url=url, tenant_id=tenant_id,
+                      retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 30}, **job)
+
+
+def _runs(services: Services) -> dict[str, tuple[str, int | None, str | None, str | None]]:
+    """Each job's URL path: (run status, attempt status code, attempt body, attempt error)."""
+    with services.db.connection() as conn:
+        rows = conn.execute(
+            "SELECT j.request->>'url', e.status, a.status_code, a.response_body, a.error"
+            "  FROM executions e JOIN jobs j ON j.id = e.job_id LEFT JOIN attempts a ON a.execution_id = e.id"
+        ).fetchall()
+    return {url.split("/", 3)[3].split("?")[0]: tuple(row) for url, *row in rows}
+
+
+def _pinned_executor(services: Services) -> Executor:
+    return Executor(services, http_client(), clock=lambda: T0.timestamp(), sleep=lambda _: None)
+
+
+# ---------------------------------------------------------------- bodies Postgres text cannot hold
+
+
+def test_nul_invalid_utf8_and_binary_answers_end_with_their_true_status_beside_another_tenants_runs(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    with services.db.connection() as conn:
+        first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
+    for path in ("nul", "latin1", "binary"):
+        _job(services, f"{hostile.url}/{path}", first)
+    for path in ("ok", "busy"):
+        _job(services, f"{hostile.url}/{path}", second)
+    group = _claim(services, T0)
+    outcomes = _pinned_executor(services).run(group)
+    assert sorted(outcomes) == ["failed", "retrying", "succeeded", "succeeded", "succeeded"]
+    assert _runs(services) == {
+        "nul": ("succeeded", 200, "[binary body of 12 bytes, not stored]", None),
+        "latin1": ("failed", 404, "caf\ufffd \ufffd\ufffd au lait", "HTTP 404"),
+        "binary": ("succeeded", 200, f"[binary body of {len(BINARY)} bytes, not stored]", None),
+        "ok": ("succeeded", 200, "ok", None),
+        "busy": ("retrying", 503, "try later", "HTTP 503"),
+    }
+
+
+def test_a_row_the_database_refuses_costs_only_its_own_body_and_the_batch_is_written_run_by_run(
+    services: Services, hostile: HostileTarget, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The refusal comes from a constraint, not from the bytes: the fallback itself is what is tested."""
+    with services.db.connection() as conn:
+        conn.execute("ALTER TABLE attempts ADD CONSTRAINT test_refuses"
+                     " CHECK (response_body IS DISTINCT FROM 'refused by the test')")
+        first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
+    _job(services, f"{hostile.url}/refused", first)
+    # A job that forbids overlap ends through the statement that may release a waiting run: refused too.
+    guarded = _job(services, f"{hostile.url}/refused?guarded", first)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET overlap = 'skip' WHERE id = %s", (guarded,))
+    for path in ("ok", "busy"):
+        _job(services, f"{hostile.url}/{path}", second)
+    outcomes = _pinned_executor(services).run(_claim(services, T0))
+    assert sorted(outcomes) == ["retrying", "succeeded", "succeeded", "succeeded"]
+    note = "response not stored: the database refused it"
+    with services.db.connection() as conn:
+        refused = conn.execute(
+            "SELECT e.id::text, e.status, e.last_error, a.status_code, a.response_body, a.error FROM executions e"
+            "  JOIN attempts a ON a.execution_id = e.id JOIN jobs j ON j.id = e.job_id"
+            " WHERE j.request->>'url' LIKE '%%/refused%%'").fetchall()
+    assert [row[1:] for row in refused] == [("succeeded", note, 200, None, note)] * 2
+    runs = _runs(services)
+    assert runs["ok"] == ("succeeded", 200, "ok", None)
+    assert runs["busy"] == ("retrying", 503, "try later", "HTTP 503")
+    # Operators see which attempts lost their body, and never the body (the database's error quotes it).
+    warned = [r for r in caplog.records if r.getMessage() == "attempt stored without its response"]
+    assert len(warned) == 2 and all(getattr(r, "reason") == "CheckViolation" for r in warned)
+    assert {getattr(r, "execution_id") for r in warned} == {row[0] for row in refused}
+    assert "refused by the test" not in caplog.text
+
+
+# ---------------------------------------------------------------- a total deadline
+
+
+@pytest.mark.parametrize("path", ["/drip", "/drip-head"])
+def test_an_answer_dripping_a_byte_at_a_time_ends_the_attempt_at_its_timeout(hostile: HostileTarget, path: str) -> None:
+    began = time.monotonic()
+    outcome = send(Connections(), {"url": hostile.url + path}, {}, timeout=2)
+    elapsed = time.monotonic() - began
+    assert outcome.status_code is None and outcome.error == "timeout: no response within 2s"
+    # The whole answer would take 10 s; the margin is for a loaded machine.
+    assert elapsed < 2 + 1.5, elapsed
+
+
+def test_an_attempt_whose_time_began_earlier_has_only_the_rest_of_it(hostile: HostileTarget) -> None:
+    """Getting ready late (a slow name lookup, a busy executor) eats into the timeout, not past it."""
+    began = time.monotonic()
+    prepared = prepare(Connections(), {"url": hostile.url + "/drip"}, {}, timeout=4,
+                       started_at=datetime.now(timezone.utc) - timedelta(seconds=3))
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.error == "timeout: no response within 4s"
+    assert time.monotonic() - began < 1 + 1.5  # 1 s was left of the 4 s; without the start it would be 4
+
+
+def test_an_attempt_whose_time_ran_out_before_it_was_sent_sends_nothing(hostile: HostileTarget) -> None:
+    prepared = prepare(Connections(), {"url": hostile.url + "/ok"}, {}, timeout=2,
+                       started_at=datetime.now(timezone.utc) - timedelta(seconds=1.5))
+    time.sleep(0.6)  # the executor was held up between getting ready and the instant
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.error == "timeout: not sent, the attempt's 2s had run out before its request could be written"
+    assert outcome.retryable
+    deadline = time.monotonic() + 2
+    while hostile.open_connections and time.monotonic() < deadline:  # the server notices the close
+        time.sleep(0.01)
+    assert hostile.open_connections == 0 and hostile.requests_served == 0
+
+
+def test_an_answer_that_arrived_in_time_but_is_read_late_is_still_read(hostile: HostileTarget) -> None:
+    prepared = prepare(Connections(), {"url": hostile.url + "/ok"}, {}, timeout=1)
+    prepared.fire()
+    time.sleep(1.5)  # the executor was busy: the answer waited in the socket past the deadline
+    outcome = prepared.complete()
+    assert (outcome.status_code, outcome.body, outcome.error) == (200, "ok", None)
+
+
+def test_the_executor_counts_an_attempts_time_from_the_start_the_sweeper_counts_from(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    _job(services, hostile.url + "/ok", tenant)
+    (dispatch,) = _claim(services, T0)
+    with services.db.connection() as conn:
+        started = executions_store.start_unguarded(conn, dispatch.execution_id, 1)
+        (page,) = maintenance_store.long_running(conn, datetime.now(timezone.utc) + timedelta(days=1), 10, 1)
+    assert started is not None and started.attempt_started_at is not None
+    assert [(r.execution_id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
+
+
+def test_a_run_readied_ahead_of_its_instant_by_more_than_its_timeout_still_has_all_of_it(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    """The executor counts from the recorded start (the instant), not from when it got ready."""
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    slot = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=3)
+    job_id = _job(services, hostile.url + "/ok", tenant, at=slot)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET request = request || '{\"timeout_seconds\": 1}' WHERE id = %s", (job_id,))
+    (dispatch,) = _claim(services, slot - timedelta(milliseconds=services.settings.lookahead_ms))
+    assert Executor(services, http_client()).run([dispatch]) == ["succeeded"]
+    assert hostile.requests_served == 1
+
+
+def test_the_sweeper_never_retries_an_attempt_still_connected(services: Services, hostile: HostileTarget) -> None:
+    """At the instant the sweeper may end an attempt (its start, plus its timeout, plus the lost margin),
+    the executor has already ended it: the dripping target is no longer connected, the result is the
+    executor's own, and the sweeper leaves it alone."""
+    services.settings = replace(services.settings, lost_margin_seconds=3)
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    slot = datetime.now(timezone.utc).replace(microsecond=0)
+    job_id = _job(services, hostile.url + "/drip", tenant, at=slot)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET request = request || '{\"timeout_seconds\": 2}' WHERE id = %s", (job_id,))
+    (dispatch,) = _claim(services, slot)
+    runner = threading.Thread(target=Executor(services, http_client()).run, args=([dispatch],))
+    runner.start()
+    started = _attempt_started_at(services, dispatch.execution_id)
+    sweep_at = started + timedelta(seconds=2 + 3)
+    time.sleep(max(0.0, sweep_at.timestamp() - time.time()))
+    connected = hostile.open_connections
+    report = run_maintenance(services, sweep_at)
+    runner.join(15)
+    assert connected == 0 and (report.retried, report.lost) == (0, 0)
+    assert _runs(services)["drip"] == ("retrying", None, None, "timeout: no response within 2s")
+
+
+def _attempt_started_at(services: Services, execution_id: str) -> datetime:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with services.db.connection() as conn:
+            started = conn.execute("SELECT attempt_started_at FROM executions WHERE id = %s AND status <> 'queued'",
+                                   (execution_id,)).fetchone()
+        if started is not None:
+            return started[0]
+        time.sleep(0.02)
+    raise AssertionError("the run never started")
+
+
+# ---------------------------------------------------------------- secrets a target echoes
+
+
+def test_a_target_echoing_the_requests_secrets_does_not_get_them_into_stored_history(
+    services: Services, hostile: HostileTarget,
+) -> None:
+    with services.db.connection() as conn:
+        tenant = create_tenant(conn, "t")
+    _job(services, f"{hostile.url}/echo?api_key={QUERY_SECRET}&page=2", tenant,
+         headers={"Authorization": f"Bearer {SECRET}", "X-Signature": "sig-abcdef", "X-Trace": "trace-me"})
+    assert _pinned_executor(services).run(_claim(services, T0)) == ["succeeded"]
+    body = _runs(services)["echo"][2]
+    assert body is not None and hostile.requests_served == 1
+    for secret in (SECRET, QUERY_SECRET, "sig-abcdef"):
+        assert secret not in body
+    assert "Authorization: ***" in body and "api_key=***&page=2" in body and "X-Trace: trace-me" in body
