@@ -5,16 +5,17 @@ from __future__ import annotations
 import functools
 import json
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from tickwork.api import errors
+from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.routes import router
 
 API_TITLE = "Tickwork"
 API_VERSION = "1.0.0"
 
-app = APIGatewayHttpResolver(enable_validation=True)
+app = JsonApiResolver(enable_validation=True, json_body_deserializer=parse_json)
 app.configure_openapi(
     title=API_TITLE,
     version=API_VERSION,
