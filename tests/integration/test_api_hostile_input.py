@@ -98,6 +98,15 @@ def test_a_job_time_outside_the_supported_range_is_a_400(api: Api, field: str, w
     assert_error(api.call("PATCH", f"/jobs/{job['id']}", {field: when}), 400, "invalid_request", field)
 
 
+@pytest.mark.parametrize("when", [0, 1700000000, 1.5e9, "1700000000", "2030-01-01 00:00:00Z", "2030-01-01T00:00Z",
+                                  "2030-01-01", "2030-W01-1T00:00:00Z", "２０３０-01-01T00:00:00Z", True])
+@pytest.mark.parametrize("field", ["after", "start_at", "end_at"])
+def test_a_time_that_is_not_an_rfc3339_string_is_a_400(api: Api, field: str, when: Any) -> None:
+    reply = api.call("POST", PREVIEW, {"schedule": "* * * * *", field: when})
+    assert_error(reply, 400, "invalid_request", field)
+    assert "RFC 3339" in reply.body["error"]["message"]
+
+
 def test_times_at_the_edges_of_the_range_round_trip_as_rfc3339(api: Api) -> None:
     reply = api.call("POST", PREVIEW, {"schedule": "0 0 0 1 1 *", "after": "1970-01-01T00:00:00Z", "count": 2})
     assert [t["utc"] for t in reply.body["fire_times"]] == ["1971-01-01T00:00:00.000Z", "1972-01-01T00:00:00.000Z"]

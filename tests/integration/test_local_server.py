@@ -5,26 +5,15 @@ import http.client
 import json
 import socket
 from http import HTTPStatus
-from typing import Iterator
 
 import pytest
 
-from tests.integration.api_client import EVENT_TOKEN, Api
-from tickwork_local.functions import API_TIMEOUT_SECONDS, FUNCTIONS_DIR, LambdaFunction, load_handler
+from tests.integration.api_client import EVENT_TOKEN
 from tickwork_local.server import ApiServer
 
 
-@pytest.fixture
-def server(api: Api) -> Iterator[ApiServer]:
-    local = ApiServer("127.0.0.1", 0, LambdaFunction("tickwork-api", load_handler(FUNCTIONS_DIR, "api"),
-                                                     API_TIMEOUT_SECONDS))
-    local.start()
-    yield local
-    local.stop(timeout=5)
-
-
-def request(server: ApiServer, method: str, path: str) -> http.client.HTTPResponse:
-    host, port = server.url.removeprefix("http://").split(":")
+def request(api_server: ApiServer, method: str, path: str) -> http.client.HTTPResponse:
+    host, port = api_server.url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     conn.request(method, path, headers={"Authorization": f"Bearer {EVENT_TOKEN}"})
     return conn.getresponse()
@@ -35,16 +24,16 @@ def request(server: ApiServer, method: str, path: str) -> http.client.HTTPRespon
     ("CONNECT", "/schedules/preview", "POST"),
     ("BREW", "/jobs", "GET, POST"),
 ])
-def test_an_unknown_method_is_the_apis_json_405(server: ApiServer, method: str, path: str, allowed: str) -> None:
-    response = request(server, method, path)
+def test_an_unknown_method_is_the_apis_json_405(api_server: ApiServer, method: str, path: str, allowed: str) -> None:
+    response = request(api_server, method, path)
     assert response.status == 405
     assert response.getheader("Content-Type") == "application/json"
     assert response.getheader("Allow") == allowed
     assert json.loads(response.read())["error"]["code"] == "method_not_allowed"
 
 
-def test_an_unknown_method_on_an_unknown_path_is_the_apis_json_404(server: ApiServer) -> None:
-    response = request(server, "TRACE", "/nowhere")
+def test_an_unknown_method_on_an_unknown_path_is_the_apis_json_404(api_server: ApiServer) -> None:
+    response = request(api_server, "TRACE", "/nowhere")
     assert response.status == 404
     assert json.loads(response.read())["error"]["code"] == "not_found"
 
@@ -54,8 +43,8 @@ def test_an_unknown_method_on_an_unknown_path_is_the_apis_json_404(server: ApiSe
     (b"GET /jobs HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(120)) + b"\r\n", 431),
     (b"GET /jobs HTTP/1.1\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n", 431),
 ])
-def test_a_request_the_server_cannot_read_is_answered_in_json(server: ApiServer, raw: bytes, status: int) -> None:
-    host, port = server.url.removeprefix("http://").split(":")
+def test_a_request_the_server_cannot_read_is_answered_in_json(api_server: ApiServer, raw: bytes, status: int) -> None:
+    host, port = api_server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(raw)
         answer = b""
