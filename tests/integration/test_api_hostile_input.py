@@ -174,3 +174,21 @@ def test_an_unknown_method_is_a_405_in_the_error_shape(api: Api, method: str, pa
     reply = api.call(method, path)
     assert_error(reply, 405, "method_not_allowed", None)
     assert reply.headers["Allow"] == allowed
+
+
+@pytest.mark.parametrize(("method", "path", "query", "field"), [
+    ("GET", "/jobs", {"limt": "5"}, "limt"),
+    ("GET", "/jobs", {"limit": "5", "status": "active"}, "status"),
+    ("GET", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17", {"expand": "1"}, "expand"),
+    ("GET", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17/executions", {"lmit": "1"}, "lmit"),
+    ("DELETE", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17", {"force": "true"}, "force"),
+])
+def test_an_unknown_query_parameter_is_a_400_naming_it(api: Api, method: str, path: str, query: dict[str, str],
+                                                        field: str) -> None:
+    assert_error(api.call(method, path, query=query), 400, "invalid_request", field)
+
+
+def test_an_unknown_query_parameter_on_a_body_route_is_a_400(api: Api) -> None:
+    event_query = {"dry_run": "1"}
+    reply = api.call("POST", PREVIEW, {"schedule": "* * * * *"}, query=event_query)
+    assert_error(reply, 400, "invalid_request", "dry_run")
