@@ -175,6 +175,13 @@ def test_resolution_failure_is_an_oserror() -> None:
         resolve_public_addresses("nowhere.invalid", 80, allow_private=False, resolver=FakeResolver({}))
 
 
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "a..b.example"])
+def test_a_host_with_no_idna_form_is_an_oserror(host: str) -> None:
+    # The real getaddrinfo: it fails encoding the name (UnicodeError), before any DNS query is sent.
+    with pytest.raises(OSError):
+        resolve_public_addresses(host, 443, allow_private=False)
+
+
 def test_empty_answer_is_an_oserror() -> None:
     with pytest.raises(OSError):
         resolve_public_addresses("empty.example", 80, allow_private=False, resolver=FakeResolver({"empty.example": []}))

@@ -56,7 +56,10 @@ def resolve_public_addresses(
     Refusing on ANY bad address defeats a name that answers with one public and one private record.
     Resolution failures surface as OSError (socket.gaierror), as from getaddrinfo itself.
     """
-    infos = resolver(host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = resolver(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # getaddrinfo's IDNA encoding: a label empty or over 63 characters
+        raise OSError("the host name has no IDNA form") from exc
     addresses = list(dict.fromkeys(info[4][0] for info in infos))
     if not addresses:
         raise OSError(f"no addresses found for {host}")
