@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tickwork.cron import parse_cron
 from tickwork.errors import ScheduleError
 from tickwork.schedule import Schedule, from_spec, parse_schedule
 
@@ -118,6 +119,16 @@ def test_schedules_take_ascii_digits_and_names_only(expression: str) -> None:
         parse_schedule(expression)
     assert info.value.field == "schedule"
     assert "ASCII" in info.value.message
+
+
+def test_a_digit_int_cannot_read_is_a_schedule_error_not_a_crash() -> None:
+    with pytest.raises(ScheduleError, match="minute field: a value is not a number"):
+        parse_cron("¹ * * * *")
+
+
+def test_a_schedule_stored_with_other_digits_before_the_ascii_rule_still_runs() -> None:
+    stored = {"expression": "٣ * * * *", "canonical": "0 ٣ * * * *", "timezone": "UTC"}
+    assert from_spec(stored).next_after(utc(2026, 1, 1)) == utc(2026, 1, 1, 0, 3)
 
 
 def test_unicode_spaces_between_fields_are_still_spaces() -> None:

@@ -35,6 +35,11 @@ _DAY_CACHE_LIMIT = 4096
 _UNKNOWN_NAME = {MON: "unknown name; use JAN-DEC or 1-12", DOW: "unknown name; use SUN-SAT or 0-7"}
 
 
+# Numbers are read with isdecimal(), not isdigit(): `¹` is a digit that int() cannot read. New schedules
+# are ASCII (schedule_text.canonical); a canonical form stored before that with another script's digits
+# (`٣`, which int() reads as 3) still reads as it did, so no stored job stops running.
+
+
 def _fail(field: int, reason: str) -> ScheduleError:
     # The reason never quotes the expression: error bodies end up in client logs (docs/api.md).
     return ScheduleError(f"{FIELD_NAMES[field]} field: {reason}")
@@ -44,7 +49,7 @@ def _value(field: int, text: str) -> int:
     names = _NAMES.get(field, {})
     if text in names:
         return names[text]
-    if not text.isdigit():
+    if not text.isdecimal():
         if text.isalpha():
             raise _fail(field, _UNKNOWN_NAME.get(field, "unknown name"))
         raise _fail(field, "a value is not a number")
@@ -56,7 +61,7 @@ def _value(field: int, text: str) -> int:
 
 
 def _step(field: int, text: str) -> int:
-    if not text.isdigit():
+    if not text.isdecimal():
         raise _fail(field, "a step must be a whole number")
     if int(text) < 1:
         raise _fail(field, "a step must be at least 1")
@@ -108,7 +113,7 @@ class _Days:
             self.dom_last = True
         elif term == "LW":
             self.dom_last_weekday = True
-        elif term.endswith("W") or (term.startswith("W") and term[1:].isdigit()):
+        elif term.endswith("W") or (term.startswith("W") and term[1:].isdecimal()):
             self.dom_near.add(_value(DOM, term.strip("W")))
         else:
             self.dom |= _range(DOM, term)
@@ -116,12 +121,12 @@ class _Days:
     def _dow_term(self, term: str) -> None:
         if "#" in term:
             day, _, nth = term.partition("#")
-            if not nth.isdigit() or not 1 <= int(nth) <= 5:
+            if not nth.isdecimal() or not 1 <= int(nth) <= 5:
                 raise _fail(DOW, "the week number after # must be 1-5")
             self.dow_nth.add((_value(DOW, day) % 7, int(nth)))
         elif term == "L":
             raise _fail(DOW, "L needs a day before it, e.g. 5L or FRIL for the last Friday")
-        elif term.endswith("L") or (term.startswith("L") and term[1:].isdigit()):
+        elif term.endswith("L") or (term.startswith("L") and term[1:].isdecimal()):
             self.dow_last.add(_value(DOW, term.strip("L")) % 7)
         else:
             self.dow |= _range(DOW, term)
@@ -279,25 +284,16 @@ def _period(fields: tuple[str, ...]) -> int:
 
 def _star_step(text: str) -> int:
     prefix, _, step = text.partition("/")
-    return int(step) if prefix == "*" and step.isdigit() else 0
+    return int(step) if prefix == "*" and step.isdecimal() else 0
 
 
 def _wall_seconds(wall: datetime) -> int:
     return (wall.toordinal() - _EPOCH_ORDINAL) * 86400 + wall.hour * 3600 + wall.minute * 60 + wall.second
 
 
-def ascii_text(expression: str) -> str:
-    """`expression` single-spaced, refused unless ASCII: str.isdigit() and int() also take digits of other
-    scripts (`٣` reads as 3, `¹` passes isdigit() and fails int()), and upper() turns `ſun` into SUN."""
-    text = " ".join(expression.split())
-    if not text.isascii():
-        raise ScheduleError("schedules are written in ASCII: digits 0-9 and English names")
-    return text
-
-
 def normalize(expression: str) -> str:
     """Six fields, seconds first, single-spaced and upper-case; macros expanded."""
-    text = ascii_text(expression).upper()
+    text = " ".join(expression.split()).upper()
     macro = MACROS.get(text.lower())
     if macro is not None:
         return macro

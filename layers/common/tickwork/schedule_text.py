@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from tickwork.cron import DAY_NAMES, MONTH_NAMES, ascii_text, normalize
+from tickwork.cron import DAY_NAMES, MONTH_NAMES, normalize
 from tickwork.errors import ScheduleError
 from tickwork.timeutil import EARLIEST, LATEST
 
@@ -34,8 +34,14 @@ _HINT = "use cron ('0 30 9 * * *'), rate(5 minutes), at(2026-12-24T18:00:00) or 
 
 
 def canonical(expression: str) -> str:
-    """The canonical form of any accepted spelling; cron fields are validated later by `parse_cron`."""
-    text = ascii_text(expression)
+    """The canonical form of any accepted spelling; cron fields are validated later by `parse_cron`.
+
+    Only ASCII once whitespace is collapsed: int() and the regexes' \\d also read digits of other scripts
+    (`٣ * * * *` would run at minute 3), and upper() turns `ſun` into SUN.
+    """
+    text = " ".join(expression.split())
+    if not text.isascii():
+        raise ScheduleError("schedules are written in ASCII: digits 0-9 and English names")
     lower = text.lower()
     if lower.startswith("rate("):
         return _canonical_rate(lower)
