@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -50,7 +51,18 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         self._write(self._call_api(apigw.build_event(request, time.time(), request_id)), request_id)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _proxy
+    def __getattr__(self, name: str) -> Any:
+        # API Gateway hands every method to the $default route, and the API answers one it lacks with its
+        # JSON 404/405; BaseHTTPRequestHandler would answer a method without a do_<METHOD> with an HTML 501.
+        if name.startswith("do_"):
+            return self._proxy
+        raise AttributeError(name)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A request line or headers the server cannot read: JSON, as API Gateway answers, with the status
+        phrase only (http.server's messages quote the request)."""
+        self.close_connection = True
+        self._write(RejectedRequestError(code, HTTPStatus(code).phrase).response, new_request_id())
 
     def _call_api(self, event: dict[str, Any]) -> apigw.HttpResponse:
         try:

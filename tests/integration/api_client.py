@@ -1,6 +1,7 @@
 """Calls the API Lambda's handler the way API Gateway does, with events derived from events/*.json."""
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -42,8 +43,10 @@ class Api:
         self.index = index
 
     def call(self, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None,
-             token: Any = DEFAULT, raw_body: str | None = None, content_type: str = "application/json") -> Reply:
-        event = load_event(BASE_EVENT[method])
+             token: Any = DEFAULT, raw_body: str | bytes | None = None,
+             content_type: str = "application/json") -> Reply:
+        """`raw_body` as bytes arrives base64-encoded, as API Gateway sends a body that is not UTF-8."""
+        event = load_event(BASE_EVENT.get(method, "api_get_job.json"))
         event["rawPath"] = event["requestContext"]["http"]["path"] = path
         event["requestContext"]["http"]["method"] = method
         event["routeKey"] = event["requestContext"]["routeKey"] = "$default"
@@ -55,7 +58,11 @@ class Api:
         headers = event["headers"]
         headers.pop("content-type", None)
         event.pop("body", None)
-        if body is not None or raw_body is not None:
+        if isinstance(raw_body, bytes):
+            event["body"], event["isBase64Encoded"] = base64.b64encode(raw_body).decode(), True
+            headers["content-type"] = content_type
+            headers["content-length"] = str(len(raw_body))
+        elif body is not None or raw_body is not None:
             event["body"] = raw_body if raw_body is not None else json.dumps(body)
             headers["content-type"] = content_type
             headers["content-length"] = str(len(event["body"].encode()))

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tickwork.cron import parse_cron
 from tickwork.errors import ScheduleError
 from tickwork.schedule import Schedule, from_spec, parse_schedule
 
@@ -66,19 +67,19 @@ def test_wall_time_is_read_in_the_job_zone() -> None:
     [
         ("* * * *", "cron needs 5 fields (minute hour day-of-month month day-of-week) or 6 (second first), got 4"),
         ("* * * * * * *", "cron needs 5 fields (minute hour day-of-month month day-of-week) or 6 (second first), got 7"),
-        ("61 * * * *", "minute field: 61 is out of range 0-59"),
-        ("60 * * * * *", "second field: 60 is out of range 0-59"),
-        ("* 24 * * *", "hour field: 24 is out of range 0-23"),
-        ("* * 0 * *", "day-of-month field: 0 is out of range 1-31"),
-        ("* * * 13 *", "month field: 13 is out of range 1-12"),
-        ("* * * * 8", "day-of-week field: 8 is out of range 0-7"),
-        ("*/0 * * * *", "minute field: step */0 must be at least 1"),
-        ("* 1-5/0 * * *", "hour field: step 1-5/0 must be at least 1"),
-        ("* * * * FOO", "day-of-week field: unknown name 'FOO'"),
-        ("* * * JANUARY *", "month field: unknown name 'JANUARY'"),
-        ("* * * * MON#6", "day-of-week field: MON#6: the week number after # must be 1-5"),
-        ("* * 5-1 * *", "day-of-month field: range 5-1 is reversed"),
-        ("1,,2 * * * *", "minute field: empty item in list '1,,2'"),
+        ("61 * * * *", "minute field: a value is out of range 0-59"),
+        ("60 * * * * *", "second field: a value is out of range 0-59"),
+        ("* 24 * * *", "hour field: a value is out of range 0-23"),
+        ("* * 0 * *", "day-of-month field: a value is out of range 1-31"),
+        ("* * * 13 *", "month field: a value is out of range 1-12"),
+        ("* * * * 8", "day-of-week field: a value is out of range 0-7"),
+        ("*/0 * * * *", "minute field: a step must be at least 1"),
+        ("* 1-5/0 * * *", "hour field: a step must be at least 1"),
+        ("* * * * FOO", "day-of-week field: unknown name; use SUN-SAT or 0-7"),
+        ("* * * JANUARY *", "month field: unknown name; use JAN-DEC or 1-12"),
+        ("* * * * MON#6", "day-of-week field: the week number after # must be 1-5"),
+        ("* * 5-1 * *", "day-of-month field: a range is reversed"),
+        ("1,,2 * * * *", "minute field: empty item in a list"),
         ("* ? * * *", "hour field: ? is only allowed alone, in day-of-month or day-of-week"),
         ("0 0 30 2 *", "schedule never fires"),
         ("0 0 31 4,6,9,11 *", "schedule never fires"),
@@ -88,6 +89,10 @@ def test_wall_time_is_read_in_the_job_zone() -> None:
                                "e.g. rate(30 seconds)"),
         ("at(tomorrow)", "at() needs a local date and time, e.g. at(2026-12-24T18:00:00)"),
         ("at(2026-12-24T18:00:00Z)", "at() takes a wall-clock time without an offset; the job's timezone applies"),
+        ("* * * * 1-5x", "day-of-week field: a value is not a number"),
+        ("*/x * * * *", "minute field: a step must be a whole number"),
+        ("at(9999-12-31T23:59:59)", "at() must be in the years 1970 to 8999"),
+        ("at(1969-12-31T23:59:59)", "at() must be in the years 1970 to 8999"),
     ],
 )
 def test_invalid_schedule_is_rejected_saying_why(expression: str, message: str) -> None:
@@ -96,11 +101,56 @@ def test_invalid_schedule_is_rejected_saying_why(expression: str, message: str) 
     assert (info.value.field, info.value.message) == ("schedule", message)
 
 
+@pytest.mark.parametrize("expression", [
+    "¹ * * * *",  # superscript one: isdigit() but not int()
+    "٣ * * * *",  # Arabic-Indic three: int() reads it as 3
+    "0 ９ * * *",  # fullwidth nine
+    "* * * * ＭＯＮ",
+    "*/٥ * * * *",
+    "* * * * MON#２",
+    "rate(٥ minutes)",
+    "every ٥ minutes",
+    "every day at ٩:٣٠",
+    "at(２０２６-12-24T18:00:00)",
+    "once at 2026-12-24 １8:00",
+])
+def test_schedules_take_ascii_digits_and_names_only(expression: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule(expression)
+    assert info.value.field == "schedule"
+    assert "ASCII" in info.value.message
+
+
+def test_a_digit_int_cannot_read_is_a_schedule_error_not_a_crash() -> None:
+    with pytest.raises(ScheduleError, match="minute field: a value is not a number"):
+        parse_cron("¹ * * * *")
+
+
+def test_a_schedule_stored_with_other_digits_before_the_ascii_rule_still_runs() -> None:
+    stored = {"expression": "٣ * * * *", "canonical": "0 ٣ * * * *", "timezone": "UTC"}
+    assert from_spec(stored).next_after(utc(2026, 1, 1)) == utc(2026, 1, 1, 0, 3)
+
+
+def test_unicode_spaces_between_fields_are_still_spaces() -> None:
+    assert parse_schedule("0\u00a09 * * *").canonical == "0 0 9 * * *"
+
+
+def test_no_rule_reaches_past_the_last_supported_instant() -> None:
+    last = datetime(9000, 1, 1, tzinfo=UTC)
+    yearly = parse_schedule("0 0 0 1 1 *")
+    assert yearly.next_after(utc(8998, 6, 1)) == utc(8999, 1, 1)
+    assert yearly.next_after(utc(8999, 6, 1)) is None
+    behind_utc = parse_schedule("0 0 0 1 1 *", "Etc/GMT+12").preview(utc(8990, 1, 1), 20)
+    assert [run.year for run in behind_utc] == list(range(8990, 9000))
+    decade = parse_schedule("rate(3650 days)").preview(utc(8960, 1, 1), 10)
+    assert 0 < len(decade) < 10 and decade[-1] < last
+
+
 def test_unknown_zone_names_the_timezone_field() -> None:
     for name in ("Mars/Base", "", "../../etc/passwd"):
         with pytest.raises(ScheduleError) as info:
             parse_schedule("* * * * *", name)
-        assert (info.value.field, info.value.message) == ("timezone", f"unknown time zone {name!r}")
+        assert (info.value.field, info.value.message) == ("timezone", "unknown time zone; use an IANA name like Europe/Paris")
 
 
 @pytest.mark.parametrize(
@@ -129,7 +179,7 @@ def test_intervals_at_the_minimum_are_accepted() -> None:
 def test_at_in_the_past_is_rejected_and_now_is_used_for_nothing_else() -> None:
     with pytest.raises(ScheduleError) as info:
         parse_schedule("at(2026-01-01T00:00:00)", now=utc(2026, 6, 1))
-    assert info.value.message == "at() time 2026-01-01T00:00:00 is in the past"
+    assert info.value.message == "at() time is in the past"
     with pytest.raises(ScheduleError, match="in the past"):
         parse_schedule("at(2026-06-01T02:00:00)", "Europe/Berlin", now=utc(2026, 6, 1, 0))
     future = parse_schedule("at(2026-06-01T02:00:01)", "Europe/Berlin", now=utc(2026, 6, 1, 0))

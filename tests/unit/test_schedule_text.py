@@ -46,13 +46,13 @@ def test_phrases_map_to_one_canonical_form(phrase: str, canonical: str) -> None:
 @pytest.mark.parametrize(
     ("phrase", "message"),
     [
-        ("every blue moon", "could not understand 'every blue moon'"),
-        ("every funday at 9am", "could not understand 'funday' as days of the week"),
-        ("every day at 13pm", "'13pm' is not a time: with am/pm the hour must be 1-12"),
-        ("every day at 25:00", "'25:00' is not a time of day"),
+        ("every blue moon", "could not understand the schedule; use cron"),
+        ("every funday at 9am", "could not understand the days of the week; use cron"),
+        ("every day at 13pm", "a time with am or pm needs an hour of 1-12"),
+        ("every day at 25:00", "a time of day must be between 00:00 and 23:59:59"),
         ("every day at 9:00 and 17:30", "times in one schedule must share minutes and seconds"),
-        ("every hour at :75", "75 is out of range 0-59"),
-        ("every month on the 32nd at 9am", "day 32 is out of range 1-31"),
+        ("every hour at :75", "the minute or second after ':' must be 00-59"),
+        ("every month on the 32nd at 9am", "the day of the month must be 1-31"),
     ],
 )
 def test_phrases_outside_the_subset_are_rejected(phrase: str, message: str) -> None:
@@ -60,6 +60,17 @@ def test_phrases_outside_the_subset_are_rejected(phrase: str, message: str) -> N
         parse_schedule(phrase)
     assert info.value.field == "schedule"
     assert info.value.message.startswith(message)
+
+
+@pytest.mark.parametrize("expression", [
+    "* * * * ZQXJ", "1-ZQXJ * * * *", "*/ZQXJ * * * *", "* * * ZQXJ-DEC *", "* * * * ZQXJ#2", "ZQXJ",
+    "every ZQXJ at 9am", "every day at 77:77", "every hour at :77", "every month on the 77th at 9am",
+    "rate(5 ZQXJ)", "at(ZQXJ)", "at(2001-01-01T00:00:00)", "0 0 77 * * *",
+])
+def test_messages_never_repeat_the_schedule(expression: str) -> None:
+    with pytest.raises(ScheduleError) as info:
+        parse_schedule(expression, now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert not any(part in info.value.message.upper() for part in ("ZQXJ", "77", "2001")), info.value.message
 
 
 def test_the_expression_is_kept_as_written() -> None:

@@ -45,6 +45,17 @@ PRIVATE_URLS = [
     "http://localhost:8080/",
     "http://LOCALHOST./",
     "http://api.localhost/",
+    # Spellings a resolver maps onto the ones above (IDNA: width, case and compatibility forms, ignored
+    # characters such as the soft hyphen, ideographic full stops).
+    "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",  # fullwidth 127.0.0.1
+    "http://127\u30020\u30020\u30021/",  # ideographic full stops
+    "http://\u2460\u2461\u2466.0.0.1/",  # circled digits 127
+    "http://\u24dbocalhost/",  # circled l
+    "http://local\u00adhost/",  # soft hyphen
+    "http://loca\u200blhost:8080/",  # zero-width space
+    "http://\uff2c\uff2f\uff23\uff21\uff2c\uff28\uff2f\uff33\uff34/",  # fullwidth LOCALHOST
+    "http://api.\u2113ocalhost/",  # script small l
+    "http://\u2070x7f.1/",  # superscript zero: 0x7f.1
 ]
 
 MALFORMED_URLS = [
@@ -61,6 +72,8 @@ MALFORMED_URLS = [
     ("https://exa mple.com/", "whitespace"),
     ("https://example.com/\r\nX-Injected: 1", "whitespace"),
     ("", "required"),
+    ("https://" + "a" * 64 + ".example.com/", "not a valid host name"),
+    ("https://a..b.example.com/", "not a valid host name"),
 ]
 
 
@@ -103,6 +116,18 @@ def test_refusal_never_echoes_the_query_string() -> None:
         validate_target_url("http://169.254.169.254/?token=s3cr3t", allow_private=False)
     assert "s3cr3t" not in caught.value.message
     assert "link-local" in caught.value.message
+
+
+@pytest.mark.parametrize("url", ["http://10.11.12.13/", "http://[fd12:3456::1]/", "http://zqxj.localhost/",
+                                 "http://\uff11\uff10.0.0.1/"])
+def test_refusal_never_echoes_the_host(url: str) -> None:
+    with pytest.raises(UnsafeTargetError) as caught:
+        validate_target_url(url, allow_private=False)
+    assert not any(part in caught.value.message for part in ("10.", "11", "fd12", "zqxj", "\uff11"))
+
+
+def test_unicode_public_names_pass() -> None:
+    assert validate_target_url("https://b\u00fccher.example/", allow_private=False) == "https://b\u00fccher.example/"
 
 
 class FakeResolver:
@@ -148,6 +173,13 @@ def test_private_answers_pass_when_allowed() -> None:
 def test_resolution_failure_is_an_oserror() -> None:
     with pytest.raises(OSError):
         resolve_public_addresses("nowhere.invalid", 80, allow_private=False, resolver=FakeResolver({}))
+
+
+@pytest.mark.parametrize("host", ["a" * 64 + ".example", "a..b.example"])
+def test_a_host_with_no_idna_form_is_an_oserror(host: str) -> None:
+    # The real getaddrinfo: it fails encoding the name (UnicodeError), before any DNS query is sent.
+    with pytest.raises(OSError):
+        resolve_public_addresses(host, 443, allow_private=False)
 
 
 def test_empty_answer_is_an_oserror() -> None:

@@ -32,9 +32,16 @@ HORIZON_YEARS = 60
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _PROBE_FROM = (date(2000, 1, 1).toordinal() - _EPOCH_ORDINAL) * 86400 - 1
 _DAY_CACHE_LIMIT = 4096
+_UNKNOWN_NAME = {MON: "unknown name; use JAN-DEC or 1-12", DOW: "unknown name; use SUN-SAT or 0-7"}
+
+
+# Numbers are read with isdecimal(), not isdigit(): `¹` is a digit that int() cannot read. New schedules
+# are ASCII (schedule_text.canonical); a canonical form stored before that with another script's digits
+# (`٣`, which int() reads as 3) still reads as it did, so no stored job stops running.
 
 
 def _fail(field: int, reason: str) -> ScheduleError:
+    # The reason never quotes the expression: error bodies end up in client logs (docs/api.md).
     return ScheduleError(f"{FIELD_NAMES[field]} field: {reason}")
 
 
@@ -42,29 +49,29 @@ def _value(field: int, text: str) -> int:
     names = _NAMES.get(field, {})
     if text in names:
         return names[text]
-    if not text.isdigit():
+    if not text.isdecimal():
         if text.isalpha():
-            raise _fail(field, f"unknown name {text!r}")
-        raise _fail(field, f"{text!r} is not a number")
+            raise _fail(field, _UNKNOWN_NAME.get(field, "unknown name"))
+        raise _fail(field, "a value is not a number")
     value = int(text)
     low, high = _BOUNDS[field]
     if not low <= value <= high:
-        raise _fail(field, f"{value} is out of range {low}-{high}")
+        raise _fail(field, f"a value is out of range {low}-{high}")
     return value
 
 
-def _step(field: int, term: str, text: str) -> int:
-    if not text.isdigit():
-        raise _fail(field, f"step {term} must be a whole number")
+def _step(field: int, text: str) -> int:
+    if not text.isdecimal():
+        raise _fail(field, "a step must be a whole number")
     if int(text) < 1:
-        raise _fail(field, f"step {term} must be at least 1")
+        raise _fail(field, "a step must be at least 1")
     return int(text)
 
 
 def _range(field: int, term: str) -> set[int]:
     """`*`, `v`, `a-b`, each optionally `/step`; `v/step` runs to the end of the field."""
     base, slash, step_text = term.partition("/")
-    step = _step(field, term, step_text) if slash else 1
+    step = _step(field, step_text) if slash else 1
     low, high = _BOUNDS[field]
     if base in ("*", "?"):
         first, last = low, high
@@ -74,7 +81,7 @@ def _range(field: int, term: str) -> set[int]:
         if field == DOW and last == 0 and first > 0:
             last = 7  # SAT-SUN and FRI-SUN mean what they say.
         if first > last:
-            raise _fail(field, f"range {base} is reversed")
+            raise _fail(field, "a range is reversed")
     else:
         first = _value(field, base)
         last = high if slash else first
@@ -106,7 +113,7 @@ class _Days:
             self.dom_last = True
         elif term == "LW":
             self.dom_last_weekday = True
-        elif term.endswith("W") or (term.startswith("W") and term[1:].isdigit()):
+        elif term.endswith("W") or (term.startswith("W") and term[1:].isdecimal()):
             self.dom_near.add(_value(DOM, term.strip("W")))
         else:
             self.dom |= _range(DOM, term)
@@ -114,12 +121,12 @@ class _Days:
     def _dow_term(self, term: str) -> None:
         if "#" in term:
             day, _, nth = term.partition("#")
-            if not nth.isdigit() or not 1 <= int(nth) <= 5:
-                raise _fail(DOW, f"{term}: the week number after # must be 1-5")
+            if not nth.isdecimal() or not 1 <= int(nth) <= 5:
+                raise _fail(DOW, "the week number after # must be 1-5")
             self.dow_nth.add((_value(DOW, day) % 7, int(nth)))
         elif term == "L":
             raise _fail(DOW, "L needs a day before it, e.g. 5L or FRIL for the last Friday")
-        elif term.endswith("L") or (term.startswith("L") and term[1:].isdigit()):
+        elif term.endswith("L") or (term.startswith("L") and term[1:].isdecimal()):
             self.dow_last.add(_value(DOW, term.strip("L")) % 7)
         else:
             self.dow |= _range(DOW, term)
@@ -156,7 +163,7 @@ def _nearest_weekday(first: int, size: int, day: int) -> int:
 def _terms(field: int, text: str) -> list[str]:
     terms = text.split(",")
     if "" in terms:
-        raise _fail(field, f"empty item in list {text!r}")
+        raise _fail(field, "empty item in a list")
     if "?" in text and (field not in (DOM, DOW) or text != "?"):
         raise _fail(field, "? is only allowed alone, in day-of-month or day-of-week")
     return terms
@@ -277,7 +284,7 @@ def _period(fields: tuple[str, ...]) -> int:
 
 def _star_step(text: str) -> int:
     prefix, _, step = text.partition("/")
-    return int(step) if prefix == "*" and step.isdigit() else 0
+    return int(step) if prefix == "*" and step.isdecimal() else 0
 
 
 def _wall_seconds(wall: datetime) -> int:

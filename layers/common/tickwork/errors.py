@@ -22,6 +22,15 @@ class InvalidInputError(TickworkError):
         self.field = field
 
 
+class InvalidJsonError(InvalidInputError):
+    """A request body that is not JSON Tickwork reads: malformed, not UTF-8, too deeply nested."""
+
+    code = "invalid_json"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("body", message)
+
+
 class ScheduleError(InvalidInputError):
     """A schedule expression, time zone or window that cannot be used."""
 

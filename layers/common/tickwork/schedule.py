@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from tickwork import schedule_text
 from tickwork.cron import CronExpr, parse_cron
 from tickwork.errors import ScheduleError
+from tickwork.timeutil import LATEST, to_ms
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -22,6 +23,7 @@ _DAY = 86400
 _MS = timedelta(milliseconds=1)
 # One entry per distinct job schedule a warm poller sees; 64k entries is a few tens of MB at most.
 SPEC_CACHE_SIZE = 65536
+_LATEST_MS = to_ms(LATEST)
 
 
 class Rule(Protocol):
@@ -38,7 +40,7 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (KeyError, ValueError, OSError, TypeError) as exc:
-        raise ScheduleError(f"unknown time zone {name!r}", "timezone") from exc
+        raise ScheduleError("unknown time zone; use an IANA name like Europe/Paris", "timezone") from exc
 
 
 def _offset_at(tz: ZoneInfo, instant: int) -> int:
@@ -230,7 +232,8 @@ class Schedule:
         if self._start_ms is not None and after_ms < self._start_ms:
             after_ms = self._start_ms - 1
         found = self._rule.next_ms(after_ms)
-        if found is None or (self._end_ms is not None and found >= self._end_ms):
+        end_ms = _LATEST_MS if self._end_ms is None else min(self._end_ms, _LATEST_MS)
+        if found is None or found >= end_ms:
             return None
         return found
 
@@ -339,7 +342,7 @@ def parse_schedule(
     rule = _rule(canonical, tz, anchor_ms or 0)
     _check_interval(rule, min_interval_seconds)
     if isinstance(rule, AtRule) and now is not None and rule.at_ms <= floor_ms(now):
-        raise ScheduleError(f"at() time {canonical[3:-1]} is in the past")
+        raise ScheduleError("at() time is in the past")
     kept_anchor = anchor_ms if isinstance(rule, RateRule) else None
     schedule = Schedule(expression, timezone, rule, (kept_anchor, start_ms, end_ms))
     _check_window(schedule, rule, start_ms, end_ms)

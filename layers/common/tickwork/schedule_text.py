@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from tickwork.cron import DAY_NAMES, MONTH_NAMES, normalize
 from tickwork.errors import ScheduleError
+from tickwork.timeutil import EARLIEST, LATEST
 
 _UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 _UNIT_ALIASES = {
@@ -33,8 +34,14 @@ _HINT = "use cron ('0 30 9 * * *'), rate(5 minutes), at(2026-12-24T18:00:00) or 
 
 
 def canonical(expression: str) -> str:
-    """The canonical form of any accepted spelling; cron fields are validated later by `parse_cron`."""
+    """The canonical form of any accepted spelling; cron fields are validated later by `parse_cron`.
+
+    Only ASCII once whitespace is collapsed: int() and the regexes' \\d also read digits of other scripts
+    (`٣ * * * *` would run at minute 3), and upper() turns `ſun` into SUN.
+    """
     text = " ".join(expression.split())
+    if not text.isascii():
+        raise ScheduleError("schedules are written in ASCII: digits 0-9 and English names")
     lower = text.lower()
     if lower.startswith("rate("):
         return _canonical_rate(lower)
@@ -76,6 +83,8 @@ def _canonical_at(text: str) -> str:
         raise ScheduleError("at() takes a wall-clock time without an offset; the job's timezone applies")
     if moment.microsecond:
         raise ScheduleError("at() is precise to the second")
+    if not EARLIEST.year <= moment.year < LATEST.year:
+        raise ScheduleError(f"at() must be in the years {EARLIEST.year} to {LATEST.year - 1}")
     return f"at({moment.isoformat(timespec='seconds')})"
 
 
@@ -108,7 +117,7 @@ def from_phrase(text: str) -> str:
         match = pattern.match(text)
         if match:
             return _PHRASE_BUILDERS[kind](*match.groups())
-    raise ScheduleError(f"could not understand {text!r}; {_HINT}")
+    raise ScheduleError(f"could not understand the schedule; {_HINT}")
 
 
 def _rate_phrase(count: str | None, unit: str) -> str:
@@ -117,7 +126,7 @@ def _rate_phrase(count: str | None, unit: str) -> str:
 
 def _past_phrase(unit: str, value: str) -> str:
     if int(value) > 59:
-        raise ScheduleError(f"{value} is out of range 0-59")
+        raise ScheduleError("the minute or second after ':' must be 00-59")
     return f"{int(value)} * * * * *" if unit == "minute" else f"0 {int(value)} * * * *"
 
 
@@ -127,7 +136,7 @@ def _weekdays_phrase(kind: str, times: str) -> str:
 
 def _monthly_phrase(day: str, times: str) -> str:
     if not 1 <= int(day) <= 31:
-        raise ScheduleError(f"day {day} is out of range 1-31")
+        raise ScheduleError("the day of the month must be 1-31")
     return _at_times(times, str(int(day)), "*")
 
 
@@ -135,7 +144,7 @@ def _days_phrase(days: str, times: str) -> str:
     names = [word.rstrip("s") if word.rstrip("s") in _DAY_WORDS else word for word in re.split(r",\s?|\s?and\s|\s", days)]
     unknown = [name for name in names if name and name not in _DAY_WORDS]
     if unknown or not any(names):
-        raise ScheduleError(f"could not understand {days!r} as days of the week; {_HINT}")
+        raise ScheduleError(f"could not understand the days of the week; {_HINT}")
     numbers = sorted({_DAY_WORDS[name] for name in names if name})
     return _at_times(times, "*", ",".join(DAY_NAMES[n] for n in numbers))
 
@@ -168,11 +177,11 @@ def _clock(text: str) -> tuple[int, int, int]:
     digits, suffix = text.rstrip("apm").strip(), text[-2:] if text[-2:] in ("am", "pm") else ""
     hour, minute, second = ([int(p) for p in digits.split(":")] + [0, 0])[:3]
     if suffix and not 1 <= hour <= 12:
-        raise ScheduleError(f"{text!r} is not a time: with am/pm the hour must be 1-12")
+        raise ScheduleError("a time with am or pm needs an hour of 1-12")
     if suffix:
         hour = hour % 12 + (12 if suffix == "pm" else 0)
     if hour > 23 or minute > 59 or second > 59:
-        raise ScheduleError(f"{text!r} is not a time of day")
+        raise ScheduleError("a time of day must be between 00:00 and 23:59:59")
     return hour, minute, second
 
 

@@ -24,16 +24,28 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 def validate_target_url(url: str, allow_private: bool) -> str:
-    """The URL if Tickwork may send to it; InvalidInputError / UnsafeTargetError (field request.url) if not."""
-    parts = _split(url)
-    host = _host(parts)
+    """The URL if Tickwork may send to it; InvalidInputError / UnsafeTargetError (field request.url) if not.
+
+    Messages never name the host: a URL may carry a secret, and error bodies end up in client logs.
+    """
+    host = resolver_host(_host(_split(url)))
     if not allow_private:
         address = literal_address(host)
         if address is not None and not is_public(address):
-            raise UnsafeTargetError(f"{_kind(address)} addresses are not allowed as targets ({host})")
+            raise UnsafeTargetError(f"{_kind(address)} addresses are not allowed as targets")
         if address is None and _is_localhost(host):
-            raise UnsafeTargetError(f"loopback addresses are not allowed as targets ({host})")
+            raise UnsafeTargetError("loopback addresses are not allowed as targets")
     return url
+
+
+def resolver_host(host: str) -> str:
+    """The name the resolver is asked for: socket.getaddrinfo and ssl encode a str host with the `idna`
+    codec (IDNA 2003 nameprep), which maps `１２７.０.０.１` to 127.0.0.1 and `ⓛocalhost` or a soft-hyphened
+    `local\u00adhost` to localhost. Judging any other spelling would let those past the check."""
+    try:
+        return host.encode("idna").decode("ascii").rstrip(".")
+    except UnicodeError:
+        raise InvalidInputError(URL_FIELD, "url host is not a valid host name") from None
 
 
 def resolve_public_addresses(
@@ -44,7 +56,10 @@ def resolve_public_addresses(
     Refusing on ANY bad address defeats a name that answers with one public and one private record.
     Resolution failures surface as OSError (socket.gaierror), as from getaddrinfo itself.
     """
-    infos = resolver(host, port, type=socket.SOCK_STREAM)
+    try:
+        infos = resolver(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # getaddrinfo's IDNA encoding: a label empty or over 63 characters
+        raise OSError("the host name has no IDNA form") from exc
     addresses = list(dict.fromkeys(info[4][0] for info in infos))
     if not addresses:
         raise OSError(f"no addresses found for {host}")

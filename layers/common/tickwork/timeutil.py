@@ -5,6 +5,11 @@ from datetime import datetime, timedelta, timezone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
+# The instants Tickwork takes and computes, [EARLIEST, LATEST): from the epoch the due index counts in, to a
+# year far enough below datetime's 9999 that schedule maths (cron looks 60 years ahead, zone rules a year
+# either side) never leaves datetime's range.
+EARLIEST = EPOCH
+LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 
 
 def to_ms(dt: datetime) -> int:
@@ -23,7 +28,19 @@ def rfc3339(dt: datetime | None) -> str | None:
     if dt is None:
         return None
     utc = dt.astimezone(timezone.utc)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # Not strftime("%Y"): glibc writes year 814 as "814", which is not RFC 3339.
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
+
+
+def supported(dt: datetime) -> bool:
+    """Whether an aware datetime lies in [EARLIEST, LATEST); compared as is, since converting one near
+    year 1 or 9999 to UTC can overflow."""
+    return EARLIEST <= dt < LATEST
+
+
+def floor_to_ms(dt: datetime) -> datetime:
+    """The millisecond the API shows for `dt`, so a time read back and sent again is the same time."""
+    return dt - timedelta(microseconds=dt.microsecond % 1000)
 
 
 def parse_rfc3339(value: str) -> datetime:

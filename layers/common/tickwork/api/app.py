@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from tickwork.api import errors
+from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.routes import router
+from tickwork.errors import InvalidInputError
 
 API_TITLE = "Tickwork"
 API_VERSION = "1.0.0"
 
-app = APIGatewayHttpResolver(enable_validation=True)
+app = JsonApiResolver(enable_validation=True, json_body_deserializer=parse_json)
 app.configure_openapi(
     title=API_TITLE,
     version=API_VERSION,
@@ -48,17 +52,42 @@ def no_route(_: Exception) -> Response[dict]:
     return errors.no_route(allowed_methods(app.current_event.path))
 
 
+def refuse_unknown_query(resolver: JsonApiResolver, next_middleware: NextMiddleware) -> Response:
+    """An unknown query parameter is a 400 naming it, as an unknown body field is: `?limt=5` must not
+    quietly list the default 50. Runs after powertools' validation of the known ones."""
+    event = resolver.current_event
+    known = query_names(event.path, event.http_method.upper())
+    unknown = sorted(set(event.query_string_parameters or {}) - known) if known is not None else []
+    if unknown:
+        raise InvalidInputError(unknown[0], "unknown query parameter")
+    return next_middleware(resolver)
+
+
+app.use(middlewares=[refuse_unknown_query])
+
+
 def allowed_methods(path: str) -> list[str]:
     """The methods some route accepts at `path`, read from the OpenAPI paths (the app's own route list)."""
     segments = path.strip("/").split("/")
-    matching = [methods for template, methods in _route_table() if _matches(template, segments)]
-    return sorted(set().union(*matching))
+    return sorted({method for template, method, _ in _operations() if _matches(template, segments)})
+
+
+def query_names(path: str, method: str) -> frozenset[str] | None:
+    """The query parameters the operation at (`path`, `method`) takes; None for a route not documented."""
+    segments = path.strip("/").split("/")
+    matching = (names for template, known, names in _operations() if known == method and _matches(template, segments))
+    return next(matching, None)
 
 
 @functools.cache
-def _route_table() -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
-    paths: dict[str, dict[str, object]] = json.loads(openapi_json()).get("paths", {})
-    return tuple((tuple(t.strip("/").split("/")), frozenset(m.upper() for m in item)) for t, item in paths.items())
+def _operations() -> tuple[tuple[tuple[str, ...], str, frozenset[str]], ...]:
+    """(path template segments, METHOD, its query parameter names) for every documented operation."""
+    paths: dict[str, dict[str, Any]] = json.loads(openapi_json()).get("paths", {})
+    return tuple(
+        (tuple(template.strip("/").split("/")), method.upper(),
+         frozenset(p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"))
+        for template, item in paths.items() for method, operation in item.items()
+    )
 
 
 def _matches(template: tuple[str, ...], segments: list[str]) -> bool:

@@ -12,7 +12,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
-from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, TickworkError, UnauthorizedError
+from tickwork.errors import (
+    ConflictError, InvalidInputError, InvalidJsonError, NotFoundError, TickworkError, UnauthorizedError,
+)
 
 logger = Logger(child=True)
 
@@ -46,8 +48,13 @@ def validation_error(exc: RequestValidationError) -> Response:
     errors = list(exc.errors())
     first: dict[str, Any] = errors[0] if errors else {"type": "invalid", "loc": ("body",), "msg": "invalid request"}
     if first.get("type") == "json_invalid":
-        return error_response(400, "invalid_json", "request body is not valid JSON", "body")
+        return tickwork_error(InvalidJsonError("request body is not valid JSON"))
     return error_response(400, InvalidInputError.code, _message(first), field_name(first.get("loc", ())))
+
+
+def not_utf8(_: UnicodeDecodeError) -> Response:
+    # Only the request body is decoded from bytes in the API (powertools' decoded_body, before any route).
+    return tickwork_error(InvalidJsonError("request body is not UTF-8"))
 
 
 def unsupported_media_type(_: RequestUnsupportedContentType) -> Response:
@@ -89,4 +96,5 @@ def register(app: ApiGatewayResolver) -> None:
     app.exception_handler(TickworkError)(tickwork_error)
     app.exception_handler(RequestValidationError)(validation_error)
     app.exception_handler(RequestUnsupportedContentType)(unsupported_media_type)
+    app.exception_handler(UnicodeDecodeError)(not_utf8)
     app.exception_handler(Exception)(unexpected_error)

@@ -4,6 +4,8 @@ Request models forbid unknown fields, so a typo ("schedual") is a 400 naming it,
 """
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
@@ -12,6 +14,7 @@ from tickwork.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
 from tickwork.retry import DEFAULT_DELAY_SECONDS, DEFAULT_MAX_ATTEMPTS, DEFAULT_STRATEGY, MAX_DELAY_SECONDS
 from tickwork.targets import MAX_URL_LENGTH
+from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
 # Past this many attempts a failing target needs fixing, not retrying.
 MAX_ATTEMPTS = 10
@@ -22,6 +25,7 @@ MAX_PREVIEW_COUNT = 100
 # A week: past that a catch-up run is history, not scheduling.
 MAX_CATCHUP_WINDOW_SECONDS = 7 * 86_400
 DEFAULT_PREVIEW_COUNT = 5
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
 def _not_null(value: Any) -> Any:
@@ -50,20 +54,46 @@ def _single_line(value: str) -> str:
     return value
 
 
+def _storable(value: str) -> str:
+    if "\x00" in value:  # Postgres text cannot hold NUL
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+def _rfc3339_text(value: Any) -> Any:
+    # pydantic alone also reads numbers as Unix times and other ISO 8601 forms as dates; the document
+    # promises the RFC 3339 date-time format, and a number of seconds is too easily a number of ms.
+    if not isinstance(value, str) or not _RFC3339.match(value):
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-03-12T19:04:00Z")
+    return value
+
+
+def _instant(value: datetime) -> datetime:
+    if not supported(value):
+        raise ValueError(f"must be from {rfc3339(EARLIEST)} up to, not including, {rfc3339(LATEST)}")
+    return floor_to_ms(value)
+
+
 T = TypeVar("T")
 # A PATCH field: absent means unchanged, null is refused.
 Unchanged = Annotated[T | None, BeforeValidator(_not_null), Field(json_schema_extra=_drop_null)]
 Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
-ScheduleText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
-TimeZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Name = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), AfterValidator(_storable)
+]
+ScheduleText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256),
+                         Field(examples=["0 30 2 * * *", "rate(5 minutes)", "every weekday at 17:00"])]
+TimeZoneName = Annotated[str, StringConstraints(min_length=1, max_length=64), Field(examples=["Europe/Paris"])]
 HttpMethod = Annotated[Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"], BeforeValidator(_upper)]
 # RFC 9110 token characters.
 HeaderName = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
 HeaderValue = Annotated[str, StringConstraints(max_length=8192), AfterValidator(_single_line)]
 Headers = Annotated[dict[HeaderName, HeaderValue], Field(max_length=MAX_HEADERS)]
-Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH)]
-RequestBody = Annotated[str, StringConstraints(max_length=MAX_BODY_CHARS)]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH),
+                Field(examples=["https://example.com/hooks/report"])]
+RequestBody = Annotated[str, StringConstraints(max_length=MAX_BODY_CHARS), AfterValidator(_storable)]
+# A request time: shown back to the millisecond, so it is kept to the millisecond.
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_instant)]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
 JobStatus = Literal["active", "paused", "completed"]
@@ -102,8 +132,8 @@ class JobCreate(_Strict):
     name: Name
     schedule: ScheduleText
     timezone: TimeZoneName = "UTC"
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
     request: RequestSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
     overlap: Overlap = Field(cast(Overlap, DEFAULT_OVERLAP), description=(
@@ -137,8 +167,8 @@ class JobPatch(_Strict):
     name: Unchanged[Name] = None
     schedule: Unchanged[ScheduleText] = None
     timezone: Unchanged[TimeZoneName] = None
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    start_at: Instant | None = None
+    end_at: Instant | None = None
     request: Unchanged[RequestPatch] = None
     retry: Unchanged[RetryPatch] = None
     overlap: Unchanged[Overlap] = None
@@ -150,9 +180,9 @@ class PreviewRequest(_Strict):
     schedule: ScheduleText
     timezone: TimeZoneName = "UTC"
     count: int = Field(DEFAULT_PREVIEW_COUNT, ge=1, le=MAX_PREVIEW_COUNT)
-    after: AwareDatetime | None = Field(None, description="Fire times strictly after this instant; default now.")
-    start_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    after: Instant | None = Field(None, description="Fire times strictly after this instant; default now.")
+    start_at: Instant | None = None
+    end_at: Instant | None = None
 
 
 # ---------------------------------------------------------------- responses
