@@ -100,6 +100,7 @@ def rebuild_until_whole(svc: Services, limits: StepLimits = ONE_PAGE_OF_TWO, ste
 
 def test_a_rebuild_indexes_every_active_job_at_its_postgres_next_run_at_with_its_spec(services: Services) -> None:
     plain = insert_job(services, schedule="*/15 * * * *", next_run_at=T0 + HOUR, index=False)
+    set_job(services, plain, next_run_at=T0 + HOUR + timedelta(microseconds=1999))  # scored to the ms below
     zoned = insert_job(services, schedule="0 30 9 * * MON-FRI", next_run_at=T0 + 2 * HOUR, index=False)
     set_job(services, zoned, timezone="Europe/Berlin", catchup="all", catchup_window_seconds=42, version=3)
     rates = [insert_job(services, schedule="rate(90 seconds)", next_run_at=T0 + HOUR, index=False) for _ in range(2)]
