@@ -63,7 +63,6 @@ def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
     index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
 
 
-
 class IndexSpecs:
     """Encoded index specs of stored jobs, each schedule parsed once: a rebuild writes thousands of jobs
     that share a handful of schedules. Only a rate() depends on its job's own anchor (start_at, else
