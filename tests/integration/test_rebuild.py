@@ -293,3 +293,27 @@ def test_maintenance_finishes_a_rebuild_the_ticks_began_then_compares_job_by_job
     assert indexed(index) == ids[:1]
     report = run_maintenance(services, T0)
     assert report.indexed == 2 and index.is_built() and indexed(index) == ids
+
+
+def test_the_periodic_pass_never_writes_a_spec_older_than_an_api_change_made_while_it_ran(
+    services: Services, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass read the job from Postgres, then the API changed its schedule (Postgres, then Redis),
+    then the pass compared: the index holds the newer spec, which must stay."""
+    owner = tenant(services)
+    job_id = insert_job(services, schedule=DAILY, next_run_at=T0 + HOUR, tenant_id=owner)
+    index = due_index(services)
+    index.mark_built(to_ms(T0))
+    real = reconcile.maintenance_store.index_pages
+
+    def pages(*args: Any) -> Any:
+        for rows in real(*args):
+            job_service.update_job(api(services, owner), job_id, {"schedule": "30 * * * *"})
+            yield rows
+
+    monkeypatch.setattr(reconcile.maintenance_store, "index_pages", pages)
+    with services.db.connection() as conn:
+        result = reconcile.reconcile_index(conn, index, T0)
+    assert result.indexed == 0
+    assert services.redis.hget(index.specs_key, job_id) == encode_spec(scheduling.job_spec(stored(services, job_id)))
+    assert json.loads(services.redis.hget(index.specs_key, job_id))["v"] == 2

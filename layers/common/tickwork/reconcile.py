@@ -133,7 +133,7 @@ def reconcile_index(conn: Any, index: DueIndex, now: datetime, page: int = PAGE)
     result = RebuildResult(complete=True)
     specs = scheduling.IndexSpecs()
     for rows in maintenance_store.index_pages(conn, page):
-        _reconcile_rows(index, rows, now, specs, result)
+        _reconcile_rows(conn, index, rows, now, specs, result)
     for job_ids in index.job_ids(page):
         dead = maintenance_store.not_active_among(conn, job_ids)
         result.removed += len(_take_out(conn, index, dead, now, specs, result))
@@ -151,20 +151,30 @@ def index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime) ->
         rows = maintenance_store.index_rows(conn, job_ids)
         active = {row.id for row in rows}
         index.take_out([job_id for job_id in job_ids if job_id not in active])
-        _reconcile_rows(index, rows, now, scheduling.IndexSpecs(), result)
+        _reconcile_rows(conn, index, rows, now, scheduling.IndexSpecs(), result)
     return result
 
 
 def _reconcile_rows(
-    index: DueIndex, rows: Sequence[IndexRow], now: datetime, specs: scheduling.IndexSpecs, result: RebuildResult,
+    conn: Any, index: DueIndex, rows: Sequence[IndexRow], now: datetime, specs: scheduling.IndexSpecs,
+    result: RebuildResult,
 ) -> None:
-    """Write the jobs of these rows that are missing from the index or indexed with another spec."""
+    """Write the jobs of these rows that are missing from the index or indexed with another spec.
+
+    Those that differ are read from Postgres again, after their index state: a spec the API wrote since
+    the rows were read is then what Postgres says too, and a write only goes over the spec it compared
+    with, so an older spec never replaces a newer one.
+    """
     puts, removals = _entries(rows, specs, now, result)
-    states = index.job_states([job_id for job_id, _, _ in puts])
-    stale = [(job_id, score, spec, seen) for (job_id, score, spec), (indexed, seen) in zip(puts, states)
-             if indexed is None or seen != spec]
-    index.put_jobs_if_unchanged(stale)
     index.take_out(removals)
+    states = index.job_states([job_id for job_id, _, _ in puts])
+    seen = {job_id: state for (job_id, _, spec), state in zip(puts, states) if state[0] is None or state[1] != spec}
+    if not seen:
+        return
+    fresh, _ = _entries(maintenance_store.index_rows(conn, list(seen)), specs, now, result)
+    stale = [(job_id, score, spec, seen[job_id][1]) for job_id, score, spec in fresh
+             if seen[job_id][0] is None or seen[job_id][1] != spec]
+    index.put_jobs_if_unchanged(stale)
     result.indexed += len(stale)
 
 
