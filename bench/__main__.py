@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, idle, steady
+from bench import baseline_0cron, burst, idle, rebuild, steady
 from bench.harness import LineSink, Servers, capture_logs
 from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
 from bench.target import Target
 
-PHASES = ("burst", "steady", "idle", "schedule")
+PHASES = ("burst", "steady", "idle", "rebuild", "schedule")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -34,7 +34,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steady-jobs", type=int, default=1_000)
     parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
-    parser.add_argument("--rebuild", action="store_true", help="also time a full index rebuild (idle jobs)")
+    parser.add_argument("--rebuild-jobs", type=int, default=100_000,
+                        help="jobs in the index rebuild benchmark (1000000: about 10 minutes with the baseline)")
+    parser.add_argument("--rebuild-due-jobs", type=int, default=1_000,
+                        help="jobs due every second while the index is rebuilt, dispatched by the ticks")
+    parser.add_argument("--no-rebuild-baseline", action="store_true",
+                        help="skip timing the old rebuild (commit 149bc66) next to today's")
     parser.add_argument("--workers", type=int, default=64,
                         help="executor pool width, Tickwork and baseline alike (the local runtime's 64)")
     parser.add_argument("--db-pool", type=int, default=16,
@@ -166,10 +171,26 @@ def idle_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
          f"{r['baseline_redis_bytes'] / MIB:.1f} MiB (sorted set)",
          ratio(r["tickwork_redis_bytes"], r["baseline_redis_bytes"])),
     ]
-    if "rebuild_seconds" in child:
-        rows.append((f"index rebuild from Postgres, {r['jobs']:,} jobs (one tick)",
-                     f"{seconds(child['rebuild_seconds'])}, peak RSS {child['after_rebuild']['VmHWM'] / 1024:.0f} MiB"))
     return rows
+
+
+def rebuild_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Today's rebuild against the old code path (bench/baseline_rebuild.py) in the baseline column."""
+    t, base = r["ticking"], r.get("baseline_seconds")
+    budget = f"{r['budget_seconds']:g} s"
+    return [
+        (f"Rebuild after Redis lost the index: {r['jobs']:,} jobs (+{r['due_jobs']:,} due every second); "
+         f"baseline column: the old rebuild (commit 149bc66), same data, same run",),
+        ("whole rebuild in one call, no budget", seconds(r["seconds"]), seconds(base), ratio(r["seconds"], base),
+         verdict(r["seconds"], 2.0, seconds)),
+        (f"ticking once a second (rebuild budget {budget} per tick): ticks, then index whole after",
+         f"{t['ticks']} ticks, {seconds(t['healed_seconds'])}", f"1 tick of {seconds(base)}"),
+        ("rebuild step per tick, max; whole tick p50 / max", f"{seconds(t['step_max_seconds'])}; "
+         f"{seconds(t['tick_p50_seconds'])} / {seconds(t['tick_max_seconds'])}", seconds(base), "",
+         f"step ≤ {budget} + a page"),
+        ("runs dispatched by the ticks before the index was whole", f"{t['dispatched_before_whole']:,}",
+         "0 (nothing is claimed until it is done)"),
+    ]
 
 
 def _counts(d: dict[str, Any], statuses: dict[str, int] | None = None) -> str:
@@ -244,8 +265,12 @@ def _main(argv: list[str], out: Any) -> int:
                                                args.steady_seconds)
     if "idle" in phases:
         print("idle ...", flush=True, file=out)
-        results["idle"] = idle.run(srv, args.idle_jobs, args.rebuild)
+        results["idle"] = idle.run(srv, args.idle_jobs)
         rows += idle_rows(results["idle"])
+    if "rebuild" in phases:
+        print(f"rebuild ({args.rebuild_jobs:,} jobs) ...", flush=True, file=out)
+        results["rebuild"] = rebuild.run(srv, args.rebuild_jobs, args.rebuild_due_jobs, not args.no_rebuild_baseline)
+        rows += rebuild_rows(results["rebuild"])
     schedule_table = ""
     if "schedule" in phases:
         print("schedule maths ...", flush=True, file=out)

@@ -3,8 +3,7 @@
 The poller keeps no jobs in memory: they live in Redis (the due set and the specs hash), so its RSS
 is measured in a fresh process that only builds its Services and ticks, after the jobs were indexed.
 Redis memory for the same jobs is reported next to it, for Tickwork's two keys and the baseline's set.
-With `rebuild`, the same process then loses its index marker and rebuilds the whole index from
-Postgres (the path after a Redis failover), and its peak RSS and duration are reported too.
+(Rebuilding the index after Redis lost it is bench/rebuild.py.)
 """
 from __future__ import annotations
 
@@ -58,30 +57,24 @@ def _memory_kib() -> dict[str, int]:
     return found
 
 
-def _poller_process(conn: Any, settings: Any, ticks: int, rebuild: bool) -> None:
-    """A fresh poller: build Services, tick idle, report RSS; optionally rebuild the index and report again."""
+def _poller_process(conn: Any, settings: Any, ticks: int) -> None:
+    """A fresh poller: build Services, tick idle, report RSS."""
     from tickwork.wiring import build_services
 
-    capture_logs()  # the rebuild's warning goes to the tally, not over the parent's output
+    capture_logs()  # warnings go to the tally, not over the parent's output
     report: dict[str, Any] = {"before_services": _memory_kib()}
     svc = build_services(settings, invoker=RecordingInvoker(), db_pool_size=1)
     poller = Poller(svc)
     durations, last = _timed_ticks(poller.tick, ticks)
     report.update(idle=_ms(durations), tick=tick_summary(last), after_ticks=_memory_kib())
-    if rebuild:
-        svc.redis.delete(DueIndex(svc.redis, settings.namespace).marker_key)
-        started = time.perf_counter()
-        result = poller.tick(int(time.time() * 1000))
-        report.update(rebuild_seconds=time.perf_counter() - started, rebuilt=result.rebuilt,
-                      after_rebuild=_memory_kib())
     svc.close()
     conn.send(report)
 
 
-def _in_child(settings: Any, ticks: int, rebuild: bool) -> dict[str, Any]:
+def _in_child(settings: Any, ticks: int) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    process = ctx.Process(target=_poller_process, args=(child, settings, ticks, rebuild), name="bench-poller")
+    process = ctx.Process(target=_poller_process, args=(child, settings, ticks), name="bench-poller")
     process.start()
     try:
         if not parent.poll(CHILD_TIMEOUT_SECONDS):
@@ -97,7 +90,7 @@ def _redis_bytes(ws: Workspace, *keys: str) -> int:
     return sum(int(ws.redis.memory_usage(key, samples=0) or 0) for key in keys)
 
 
-def run(servers: Servers, jobs: int, rebuild: bool) -> dict[str, Any]:
+def run(servers: Servers, jobs: int) -> dict[str, Any]:
     with Workspace(servers, "idle") as ws:
         svc = ws.services(invoker=RecordingInvoker(), db_pool_size=1)
         index = DueIndex(svc.redis, ws.namespace)
@@ -124,6 +117,6 @@ def run(servers: Servers, jobs: int, rebuild: bool) -> dict[str, Any]:
             "baseline_full": {**_ms(base_durations), "redis_round_trips": 1},
             "tickwork_redis_bytes": _redis_bytes(ws, index.due_key, index.specs_key),
             "baseline_redis_bytes": base_bytes,
-            "poller_process": _in_child(ws.settings, IDLE_TICKS, rebuild),
+            "poller_process": _in_child(ws.settings, IDLE_TICKS),
         }
 

@@ -9,6 +9,10 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
 
 A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
 All keys share one hash tag, so the scripts also run on a cluster-mode cache (ElastiCache Serverless).
+
+The marker key says the index is whole. When Redis loses it, the index is rebuilt from Postgres in
+steps (tickwork.reconcile); the rebuild key holds how far it got, so the next step, in the next tick or
+maintenance pass, goes on from there. Rebuilding never moves a score already in the set.
 """
 from __future__ import annotations
 
@@ -59,10 +63,85 @@ end
 return won
 """
 
+# One page of a rebuild, applied only if the rebuild key still holds the position the page was read at:
+# otherwise another rebuilder went on meanwhile, or Redis lost the key and the rebuild starts over.
+# KEYS: due set, specs, rebuild key, marker. ARGV: position read, position after the page ('' when the
+# rebuild is complete: the marker is set instead), built-at time, then as JSON arrays the job ids, their
+# scores (strings: exact), the 1-based number of each one's spec among the distinct specs, and the ids
+# of jobs to take out; then the distinct encoded specs. Few arguments and one variadic command per kind
+# of write: per-argument and per-call costs are what a page of thousands of jobs pays.
+# A job already in the set keeps its score (a claim made since Postgres was read) and a spec already
+# there is kept (the API wrote it after this page was read); only a job added here gets this spec.
+_REBUILD_PAGE = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
+local ids, scores, spec_of = cjson.decode(ARGV[4]), cjson.decode(ARGV[5]), cjson.decode(ARGV[6])
+local function chunked(command, key, args)
+  for i = 1, #args, 4000 do redis.call(command, key, unpack(args, i, math.min(i + 3999, #args))) end
+end
+local members, new_scores, new_specs = {}, {}, {}
+for i = 1, #ids do members[i] = 'j:' .. ids[i] end
+for first = 1, #members, 4000 do
+  local indexed = redis.call('ZMSCORE', KEYS[1], unpack(members, first, math.min(first + 3999, #members)))
+  for k = 1, #indexed do
+    local i = first + k - 1
+    if indexed[k] then
+      redis.call('HSETNX', KEYS[2], ids[i], ARGV[7 + spec_of[i]])
+    else
+      new_scores[#new_scores + 1] = scores[i]
+      new_scores[#new_scores + 1] = members[i]
+      new_specs[#new_specs + 1] = ids[i]
+      new_specs[#new_specs + 1] = ARGV[7 + spec_of[i]]
+    end
+  end
+end
+chunked('ZADD', KEYS[1], new_scores)
+chunked('HSET', KEYS[2], new_specs)
+for _, id in ipairs(cjson.decode(ARGV[7])) do
+  redis.call('ZREM', KEYS[1], 'j:' .. id)
+  redis.call('HDEL', KEYS[2], id)
+end
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[4], ARGV[3])
+  redis.call('DEL', KEYS[3])
+else
+  redis.call('SET', KEYS[3], ARGV[2])
+end
+return #new_specs / 2
+"""
+
+# Index jobs, each with its score unless already in the set, and its spec only if the one indexed is
+# still the one the caller compared with ('' for none): never over a spec the API wrote meanwhile.
+# ARGV: (job id, score, encoded spec, spec seen) per job. Returns how many specs were written.
+_PUT_IF_UNCHANGED = """
+local written = 0
+for i = 1, #ARGV, 4 do
+  redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], 'j:' .. ARGV[i])
+  if (redis.call('HGET', KEYS[2], ARGV[i]) or '') == ARGV[i + 3] then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
+    written = written + 1
+  end
+end
+return written
+"""
+
+# Take jobs out (member and spec); returns the ids whose member was in the set.
+_TAKE_OUT = """
+local removed = {}
+for i = 1, #ARGV do
+  if redis.call('ZREM', KEYS[1], 'j:' .. ARGV[i]) == 1 then removed[#removed + 1] = ARGV[i] end
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
+return removed
+"""
+
 _RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def encode_spec(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, separators=(",", ":"))
 
 
 def job_member(job_id: str) -> str:
@@ -108,7 +187,11 @@ class DueIndex:
         self.tick_lock_key = f"{tag}:tick-lock"
         self.marker_key = f"{tag}:index-built"
         self.maintenance_lock_key = f"{tag}:maintenance-lock"
+        self.rebuild_key = f"{tag}:rebuild"
         self._fetch = redis.register_script(_FETCH_DUE)
+        self._rebuild_page = redis.register_script(_REBUILD_PAGE)
+        self._put_if_unchanged = redis.register_script(_PUT_IF_UNCHANGED)
+        self._take_out = redis.register_script(_TAKE_OUT)
         self._claim = redis.register_script(_CLAIM)
         self._release = redis.register_script(_RELEASE_LOCK)
 
@@ -124,6 +207,53 @@ class DueIndex:
     def mark_built(self, built_at_ms: int) -> None:
         """Record that the index was rebuilt from Postgres: its absence later means Redis lost data."""
         self._redis.set(self.marker_key, built_at_ms)
+
+    def is_built(self) -> bool:
+        return bool(self._redis.exists(self.marker_key))
+
+    def rebuild_position(self, start: str) -> str:
+        """Where the rebuild in progress got to; `start` (and a rebuild begun) when none is."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(self.rebuild_key, start, nx=True)
+        pipe.get(self.rebuild_key)
+        return str(pipe.execute()[1])
+
+    def rebuild_page(
+        self, read_at: str, following: str | None, puts: Sequence[tuple[str, int, str]], removals: Sequence[str],
+        built_at_ms: int,
+    ) -> int | None:
+        """Apply one page of a rebuild read at position `read_at` and move on to `following` (None: the
+        rebuild is complete, the marker is set). Returns how many jobs were added, None if refused
+        because the rebuild is no longer at `read_at`."""
+        distinct: dict[str, int] = {}
+        spec_of = [distinct.setdefault(spec, len(distinct) + 1) for _, _, spec in puts]
+        args = [read_at, following or "", built_at_ms, json.dumps([job_id for job_id, _, _ in puts]),
+                json.dumps([str(score) for _, score, _ in puts]), json.dumps(spec_of), json.dumps(list(removals)),
+                *distinct]
+        added = int(self._rebuild_page(keys=[self.due_key, self.specs_key, self.rebuild_key, self.marker_key],
+                                       args=args))
+        return None if added < 0 else added
+
+    def put_jobs_if_unchanged(self, entries: Sequence[tuple[str, int, str, str | None]]) -> int:
+        """Index (job id, score, encoded spec, spec seen or None) entries: a score already in the set is
+        kept, a spec is written only over the one seen. Returns how many specs were written."""
+        if not entries:
+            return 0
+        args: list[Any] = []
+        for job_id, score, spec, seen in entries:
+            args += [job_id, score, spec, seen or ""]
+        return int(self._put_if_unchanged(keys=[self.due_key, self.specs_key], args=args))
+
+    def take_out(self, job_ids: Sequence[str]) -> list[str]:
+        """Remove these jobs (member and spec); returns those that were in the set."""
+        if not job_ids:
+            return []
+        return list(self._take_out(keys=[self.due_key, self.specs_key], args=list(job_ids)))
+
+    def scan_jobs(self, cursor: int, count: int) -> tuple[int, list[str]]:
+        """One ZSCAN step over the jobs in the set: (the cursor to go on from, 0 at the end; job ids)."""
+        following, found = self._redis.zscan(self.due_key, cursor, match=JOB_PREFIX + "*", count=count)
+        return int(following), [member[len(JOB_PREFIX):] for member, _ in found]
 
     def claim(self, claims: Sequence[Claim]) -> list[bool]:
         """Atomically advance or remove each member still at its expected score; True where this caller won."""
@@ -145,7 +275,7 @@ class DueIndex:
             self.remove_job(job_id, pipeline)
             return
         pipe = pipeline if pipeline is not None else self._redis.pipeline(transaction=True)
-        pipe.hset(self.specs_key, job_id, json.dumps(spec, separators=(",", ":")))
+        pipe.hset(self.specs_key, job_id, encode_spec(spec))
         pipe.zadd(self.due_key, {job_member(job_id): next_ms}, nx=keep_score)
         if pipeline is None:
             pipe.execute()
@@ -160,7 +290,7 @@ class DueIndex:
     def put_specs(self, specs: dict[str, dict[str, Any]]) -> None:
         """Restore specs the poller found missing (the sorted set survived, the hash field did not)."""
         if specs:
-            encoded = {job_id: json.dumps(s, separators=(",", ":")) for job_id, s in specs.items()}
+            encoded = {job_id: encode_spec(s) for job_id, s in specs.items()}
             self._redis.hset(self.specs_key, mapping=encoded)
 
     def schedule_execution(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
@@ -170,14 +300,13 @@ class DueIndex:
 
     def job_ids(self, batch: int = 1000) -> Iterator[list[str]]:
         """Every job id in the due set, in batches (ZSCAN: never blocks Redis on a large set)."""
-        found: list[str] = []
-        for member, _ in self._redis.zscan_iter(self.due_key, match=JOB_PREFIX + "*", count=batch):
-            found.append(member[len(JOB_PREFIX):])
-            if len(found) >= batch:
+        cursor, found = self.scan_jobs(0, batch)
+        while True:
+            if found:
                 yield found
-                found = []
-        if found:
-            yield found
+            if cursor == 0:
+                return
+            cursor, found = self.scan_jobs(cursor, batch)
 
     def pipeline(self) -> Any:
         return self._redis.pipeline(transaction=False)
@@ -220,16 +349,15 @@ class DueIndex:
         members = {execution_member(d.execution_id, d.attempt): d.fire_at_ms for d in dispatches}
         return int(self._redis.zadd(self.due_key, members, nx=True))
 
-    def job_states(self, job_ids: Sequence[str]) -> list[tuple[int | None, dict[str, Any] | None]]:
-        """Each job's score and spec as indexed (None where missing), in one round trip."""
+    def job_states(self, job_ids: Sequence[str]) -> list[tuple[int | None, str | None]]:
+        """Each job's score and encoded spec as indexed (None where missing), in one round trip."""
         if not job_ids:
             return []
         pipe = self._redis.pipeline(transaction=False)
         pipe.zmscore(self.due_key, [job_member(job_id) for job_id in job_ids])
         pipe.hmget(self.specs_key, list(job_ids))
         scores, specs = pipe.execute()
-        return [(None if score is None else int(score), None if spec is None else json.loads(spec))
-                for score, spec in zip(scores, specs)]
+        return [(None if score is None else int(score), spec) for score, spec in zip(scores, specs)]
 
     def acquire_maintenance_lock(self, token: str, ttl_ms: int) -> bool:
         return self._acquire(self.maintenance_lock_key, token, ttl_ms)

@@ -1,6 +1,7 @@
 """The self-healing pass, run once a minute under its own lock.
 
-1. Reconcile the due index with Postgres: every active job indexed and nothing else (`rebuild_index`),
+1. Reconcile the due index with Postgres: every active job indexed and nothing else (`rebuild_index`:
+   going on with a rebuild while the index is not whole, else comparing it job by job),
    and claims that never reached Postgres undone (`rewind_unrecorded_claims`).
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
@@ -24,7 +25,7 @@ from tickwork import metrics, retry
 from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
 from tickwork.models import Dispatch
-from tickwork.reconcile import rebuild_index, rewind_unrecorded_claims
+from tickwork.reconcile import StepLimits, rebuild_index, rewind_unrecorded_claims
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import maintenance as store
@@ -41,6 +42,9 @@ BATCH = 1000
 MAX_BATCHES = 20
 # The poller ticks once a second: a claim is in flight for at most the lookahead plus one tick.
 TICK_MS = 1000
+# A pass that finds the index not whole helps rebuild it this long, leaving the sweep and retention
+# the rest of the poller Lambda's 10 s; ticks go on with the rebuild in between.
+REBUILD = StepLimits(seconds=5.0)
 # What the executor uses when a job's request sets no timeout.
 
 
@@ -96,7 +100,7 @@ def handle_maintenance(svc: Services, clock: Callable[[], float]) -> dict[str, A
 # ---------------------------------------------------------------- reconcile
 
 def reconcile(conn: Any, index: DueIndex, now: datetime, settings: Settings, report: MaintenanceReport) -> None:
-    rebuilt = rebuild_index(conn, index, now)
+    rebuilt = rebuild_index(conn, index, now, REBUILD)
     report.indexed, report.removed = rebuilt.indexed, rebuilt.removed
     report.rewound = rewind_unrecorded_claims(conn, index, rewind_before(now, settings))
 

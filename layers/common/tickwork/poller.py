@@ -23,7 +23,7 @@ from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.invoker import Invoker
 from tickwork.models import Dispatch
 from tickwork.policy import SlotPlan
-from tickwork.reconcile import index_jobs, rebuild_index
+from tickwork.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
@@ -38,6 +38,9 @@ MAX_BATCHES_PER_TICK = 100
 RECORDS_IN_FLIGHT = 2
 # Where in each second the loop ticks (see next_tick_at).
 TICK_OFFSET_MS = 500
+# How long a tick may spend rebuilding a lost index before it dispatches what is indexed so far: well
+# inside the 900 ms tick lock, leaving room for the tick's own batches. The rest waits for the next tick.
+REBUILD_SECONDS = 0.4
 
 
 @dataclass
@@ -48,7 +51,9 @@ class TickResult:
     batches: int = 0
     redis_round_trips: int = 0
     postgres_round_trips: int = 0
-    rebuilt: bool = False
+    rebuilt: bool = False  # a step of rebuilding the index ran (the marker was missing)
+    reindexed: int = 0  # jobs that step put back
+    rebuild_ms: int = 0  # how long that step took
     missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,13 +120,14 @@ def _record_pool() -> ThreadPoolExecutor:
 
 
 class Poller:
-    def __init__(self, svc: Services) -> None:
+    def __init__(self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS)) -> None:
         if svc.invoker is None:
             # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
         self.svc = svc
         self.invoker: Invoker = svc.invoker
         self.index = DueIndex(svc.redis, svc.settings.namespace)
+        self.rebuild = rebuild
 
     def tick(self, now_ms: int) -> TickResult:
         token = uuid.uuid4().hex
@@ -207,11 +213,12 @@ class Poller:
             raise failure
 
     def _rebuild(self, now_ms: int, result: TickResult) -> None:
-        """Redis lost the index (or never had one): rebuild it from Postgres before claiming anything."""
+        """Redis lost the index (or never had one): go on rebuilding it from Postgres for a bounded time;
+        the tick then claims what is indexed so far."""
         with self.svc.db.connection() as conn:
-            report = rebuild_index(conn, self.index, from_ms(now_ms))
-        result.rebuilt = True
-        logger.warning("due index marker missing: rebuilt from Postgres", extra=report.__dict__)
+            report = rebuild_step(conn, self.index, from_ms(now_ms), self.rebuild)
+        result.rebuilt, result.reindexed, result.rebuild_ms = True, report.indexed, round(report.seconds * 1000)
+        logger.warning("due index marker missing: rebuilding it from Postgres", extra=report.__dict__)
 
     def _repair_specs(self, job_ids: list[str], now_ms: int) -> None:
         """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""

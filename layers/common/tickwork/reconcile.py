@@ -1,27 +1,48 @@
-"""Make the Redis due index match Postgres, the source of truth: rebuild it (after a failover, a flush, a
-restart, and periodically), and undo claims that never reached Postgres."""
+"""Make the Redis due index match Postgres, the source of truth, and undo claims that never reached it.
+
+Two passes, neither of which ever moves a score already in the set (it may be a claim made since
+Postgres was read: principle 2, a live job is never taken out to be put back later):
+
+- **Rebuild**, when the marker is gone (a flush, a failover to an empty replica): every active job is
+  written back at its Postgres next_run_at, a page of jobs per round trip, in steps that each stop once
+  their budget is spent. How far the rebuild got is kept in Redis (`DueIndex.rebuild_key`), so the next
+  step, in the next tick or maintenance pass, goes on from there; ticks dispatch what is indexed
+  meanwhile. After each page, the jobs of the same stretch of ids that are not active are taken out
+  (stopped before the loss, or paused or deleted while the page was written); the marker is set once
+  the last page is done.
+  Each page moves the position in the same script that writes it, and only from the position it was
+  read at: a flush mid-rebuild (the position is gone too) makes the rest start over, never marks a
+  partial index whole, and two rebuilders never both apply a page.
+- **Reconcile**, the periodic pass while the marker is there: every active job compared with the
+  index, and only what differs written.
+"""
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
 from tickwork import scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ScheduleError
-from tickwork.models import JobRow
-from tickwork.store import jobs as jobs_store
 from tickwork.store import maintenance as maintenance_store
+from tickwork.store.maintenance import IndexRow
 from tickwork.timeutil import to_ms
 
 logger = Logger(child=True)
 
-# Jobs read from Postgres and compared with the index per round trip.
-BATCH = 1000
+# Jobs per round trip: one Postgres page and one Redis script of this many takes ~10-30 ms.
+PAGE = 2000
 # Rewinding looks only at jobs whose claim went astray (normally none); this bounds one run's work.
+BATCH = 1000
 MAX_REWIND_BATCHES = 50
+# Rebuild positions: past the job with this id (none yet: from the first), then every job done.
+JOBS, END = "jobs", "end"
+START = f"{JOBS}:"
 
 
 @dataclass
@@ -29,72 +50,172 @@ class RebuildResult:
     indexed: int = 0  # jobs written: missing from the index, or indexed with an outdated spec
     removed: int = 0
     unparsable: int = 0
+    complete: bool = False  # the index is whole (its marker set) after this call
+    seconds: float = 0.0  # spent on rebuild pages, by the step's clock
 
 
-def rebuild_index(conn: Any, index: DueIndex, now: datetime) -> RebuildResult:
+@dataclass(frozen=True)
+class StepLimits:
+    """How long one rebuild step may go on, checked after each page (so every step makes progress)."""
+
+    seconds: float
+    page: int = PAGE
+    clock: Callable[[], float] = time.monotonic
+
+
+UNBOUNDED = StepLimits(math.inf)
+
+
+def rebuild_index(conn: Any, index: DueIndex, now: datetime, limits: StepLimits = UNBOUNDED) -> RebuildResult:
+    """Bring the index in line with Postgres: go on with the rebuild while the index is not whole (as far
+    as `limits` allow), then compare it job by job (a spec that outlived the loss may be outdated)."""
+    if index.is_built():
+        return reconcile_index(conn, index, now, limits.page)
+    rebuilt = rebuild_step(conn, index, now, limits)
+    if not rebuilt.complete:
+        return rebuilt
+    compared = reconcile_index(conn, index, now, limits.page)
+    compared.indexed += rebuilt.indexed
+    compared.removed += rebuilt.removed
+    return compared
+
+
+def rebuild_step(conn: Any, index: DueIndex, now: datetime, limits: StepLimits) -> RebuildResult:
+    """Go on with the rebuild (begin one if none is in progress) until it is complete, the budget is
+    spent, or another rebuilder moved it on meanwhile."""
+    result = RebuildResult()
+    started = limits.clock()
+    specs = scheduling.IndexSpecs()
+    position: str | None = index.rebuild_position(START)
+    while position is not None:
+        position = _rebuild_page(conn, index, position, now, limits.page, specs, result)
+        result.seconds = limits.clock() - started
+        if result.seconds >= limits.seconds:
+            break
+    return result
+
+
+def _rebuild_page(
+    conn: Any, index: DueIndex, position: str, now: datetime, page: int, specs: scheduling.IndexSpecs,
+    result: RebuildResult,
+) -> str | None:
+    """Apply the page at `position`; returns the next position, None when complete or refused."""
+    phase, _, after = position.partition(":")
+    rows: list[IndexRow] = []
+    last: str | None = None  # the page's last id; None: no job after it
+    following: str | None = None  # the last step only sets the marker
+    if phase != END:
+        rows = maintenance_store.index_page(conn, after or None, page)
+        last = rows[-1].id if len(rows) == page else None
+        following = f"{JOBS}:{last}" if last else f"{END}:"
+    puts, removals = _entries(rows, specs, now, result)
+    added = index.rebuild_page(position, following, puts, removals, to_ms(now))
+    if added is None:
+        logger.info("due index rebuild moved on elsewhere; this step stops", extra={"position": position})
+        return None
+    result.indexed += added
+    if phase != END:
+        # Jobs paused or deleted since the page was read may have been put back just after their own
+        # removal; and members of jobs that stopped before Redis lost its marker go too.
+        gone = maintenance_store.not_active_between(conn, after or None, last)
+        result.removed += len(_take_out(conn, index, gone, now, specs, result))
+    result.complete = following is None
+    return following
+
+
+def reconcile_index(conn: Any, index: DueIndex, now: datetime, page: int = PAGE) -> RebuildResult:
     """Make sure every active job is indexed with its current spec, and nothing else is.
 
     Only what differs is written, so this is cheap enough to run every minute. Jobs already in the set
     keep their score (the poller may have advanced it since Postgres was written); a job with no
     next_run_at gets its first future slot.
     """
-    result = RebuildResult()
-    for page in maintenance_store.active_jobs(conn, BATCH):
-        states = index.job_states([job.id for job in page])
-        outdated = [job.id for job, state in zip(page, states) if _outdated(job, *state)]
-        index_jobs(conn, index, outdated, now, result)
-    for job_ids in index.job_ids(BATCH):
-        for dead in set(job_ids) - maintenance_store.active_among(conn, job_ids):
-            index.remove_job(dead)
-            result.removed += 1
-    index.mark_built(to_ms(now))
+    result = RebuildResult(complete=True)
+    specs = scheduling.IndexSpecs()
+    for rows in maintenance_store.index_pages(conn, page):
+        _reconcile_rows(conn, index, rows, now, specs, result)
+    for job_ids in index.job_ids(page):
+        dead = maintenance_store.not_active_among(conn, job_ids)
+        result.removed += len(_take_out(conn, index, dead, now, specs, result))
     if result.indexed or result.removed or result.unparsable:
         logger.info("due index brought in line with Postgres", extra=result.__dict__)
     return result
 
 
-def _outdated(job: maintenance_store.ActiveJob, score: int | None, spec: dict[str, Any] | None) -> bool:
-    """Missing, or indexed with another version or catch-up policy (an index write that failed).
-
-    These are the parts of `scheduling.index_spec` that can change; the schedule only changes with the version.
-    """
-    if score is None or spec is None:
-        return True
-    return (spec.get("v"), spec.get("cw"), spec.get("ca")) != (job.version, job.catchup_window_seconds, job.catchup)
-
-
-def index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime,
-               result: RebuildResult | None = None) -> RebuildResult:
+def index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime) -> RebuildResult:
     """Index these jobs as Postgres has them: active ones with their current spec (a score already in
     the set is kept), and the rest (paused, deleted, gone, or a stored schedule that no longer parses)
     taken out, so nothing unrunnable stays due."""
-    result = result if result is not None else RebuildResult()
-    if not job_ids:
-        return result
-    jobs = {job.id: job for job in jobs_store.get_jobs(conn, job_ids)}
-    pipe = index.pipeline()
-    for job_id in job_ids:
-        job = jobs.get(job_id)
-        if job is not None and job.status == "active" and _index_one(index, job, now, pipe, result):
-            result.indexed += 1
-        else:
-            index.remove_job(job_id, pipe)
-    pipe.execute()
+    result = RebuildResult()
+    if job_ids:
+        rows = maintenance_store.index_rows(conn, job_ids)
+        active = {row.id for row in rows}
+        index.take_out([job_id for job_id in job_ids if job_id not in active])
+        _reconcile_rows(conn, index, rows, now, scheduling.IndexSpecs(), result)
     return result
 
 
-def _index_one(index: DueIndex, job: JobRow, now: datetime, pipe: Any, result: RebuildResult) -> bool:
-    try:
-        schedule = scheduling.job_schedule(job)
-    except ScheduleError:
-        result.unparsable += 1
-        logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": job.id})
-        return False
-    next_run_at = job.next_run_at or scheduling.first_slot(schedule, now)
-    if next_run_at is None:
-        return False
-    index.put_job(job.id, scheduling.job_spec(job, schedule), to_ms(next_run_at), pipeline=pipe, keep_score=True)
-    return True
+def _reconcile_rows(
+    conn: Any, index: DueIndex, rows: Sequence[IndexRow], now: datetime, specs: scheduling.IndexSpecs,
+    result: RebuildResult,
+) -> None:
+    """Write the jobs of these rows that are missing from the index or indexed with another spec.
+
+    Those that differ are read from Postgres again, after their index state: a spec the API wrote since
+    the rows were read is then what Postgres says too, and a write only goes over the spec it compared
+    with, so an older spec never replaces a newer one.
+    """
+    puts, removals = _entries(rows, specs, now, result)
+    index.take_out(removals)
+    states = index.job_states([job_id for job_id, _, _ in puts])
+    seen = {job_id: state for (job_id, _, spec), state in zip(puts, states) if state[0] is None or state[1] != spec}
+    if not seen:
+        return
+    fresh, _ = _entries(maintenance_store.index_rows(conn, list(seen)), specs, now, result)
+    stale = [(job_id, score, spec, seen[job_id][1]) for job_id, score, spec in fresh
+             if seen[job_id][0] is None or seen[job_id][1] != spec]
+    index.put_jobs_if_unchanged(stale)
+    result.indexed += len(stale)
+
+
+def _take_out(
+    conn: Any, index: DueIndex, dead: list[str], now: datetime, specs: scheduling.IndexSpecs,
+    result: RebuildResult,
+) -> list[str]:
+    """Take out jobs Postgres said were not active; returns those that were indexed. One resumed since
+    may have been indexed by its resume just before: it is put back at its Postgres slot."""
+    removed = index.take_out(dead)
+    if removed:
+        puts, _ = _entries(maintenance_store.index_rows(conn, removed), specs, now, result)
+        index.put_jobs_if_unchanged([(job_id, score, spec, None) for job_id, score, spec in puts])
+    return removed
+
+
+def _entries(
+    rows: Sequence[IndexRow], specs: scheduling.IndexSpecs, now: datetime, result: RebuildResult,
+) -> tuple[list[tuple[str, int, str]], list[str]]:
+    """(job id, score, encoded spec) of each row to index, and the ids of those to leave out: a stored
+    schedule that no longer parses, or no slot left."""
+    puts: list[tuple[str, int, str]] = []
+    removals: list[str] = []
+    for row in rows:
+        try:
+            spec = specs.encoded(row)
+            next_ms = row.next_run_ms if row.next_run_ms is not None else _first_slot_ms(row, now)
+        except ScheduleError:
+            result.unparsable += 1
+            logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": row.id})
+            next_ms = None
+        if next_ms is None:
+            removals.append(row.id)
+        else:
+            puts.append((row.id, next_ms, spec))
+    return puts, removals
+
+
+def _first_slot_ms(row: IndexRow, now: datetime) -> int | None:
+    first = scheduling.first_slot(scheduling.job_schedule(row), now)
+    return None if first is None else to_ms(first)
 
 
 def rewind_unrecorded_claims(conn: Any, index: DueIndex, before: datetime) -> int:

@@ -2,16 +2,25 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from tickwork import policy
-from tickwork.dueindex import DueIndex
+from tickwork.dueindex import DueIndex, encode_spec
 from tickwork.models import JobRow
 from tickwork.schedule import Schedule, from_spec, parse_schedule
 from tickwork.timeutil import to_ms
 
+if TYPE_CHECKING:
+    from tickwork.store.maintenance import IndexRow
 
-def job_schedule(job: JobRow) -> Schedule:
+# A job as stored, whole or only the columns the due index needs: both have the fields used here.
+StoredJob = Union[JobRow, "IndexRow"]
+# Encoded specs one IndexSpecs keeps before starting afresh: rate() jobs may each have their own.
+SPEC_MEMO_SIZE = 10_000
+ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
+
+
+def job_schedule(job: StoredJob) -> Schedule:
     """The schedule of a stored job; rates count from start_at, else from the job's creation."""
     return parse_schedule(
         job.schedule, job.timezone, anchor=job.start_at or job.created_at, start_at=job.start_at, end_at=job.end_at
@@ -41,7 +50,7 @@ def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
     return schedule.next_after(now)
 
 
-def job_spec(job: JobRow, schedule: Schedule | None = None) -> dict[str, Any]:
+def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]:
     """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it)."""
     return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
 
@@ -53,3 +62,37 @@ def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
         return
     index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
 
+
+class IndexSpecs:
+    """Encoded index specs of stored jobs, each schedule parsed once: a rebuild writes thousands of jobs
+    that share a handful of schedules. Only a rate() depends on its job's own anchor (start_at, else
+    created_at), so rate jobs share a spec only when they share a start_at."""
+
+    def __init__(self) -> None:
+        # By schedule, time zone, window, version and policy: the encoded spec, or ANCHORED for a rate().
+        self._plain: dict[tuple[Any, ...], str] = {}
+        self._anchored: dict[tuple[Any, ...], str] = {}  # the same key plus the anchor, for rate() jobs
+
+    def encoded(self, job: StoredJob) -> str:
+        """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
+        key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
+               job.catchup_window_seconds)
+        found = self._plain.get(key)
+        if found is None:
+            spec = job_spec(job)
+            found = ANCHORED if spec["s"]["anchor_ms"] is not None else encode_spec(spec)
+            _remember(self._plain, key, found)
+        if found != ANCHORED:
+            return found
+        anchored_key = (*key, job.start_at or job.created_at)
+        found = self._anchored.get(anchored_key)
+        if found is None:
+            found = encode_spec(job_spec(job))
+            _remember(self._anchored, anchored_key, found)
+        return found
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= SPEC_MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
