@@ -1,11 +1,13 @@
-"""Static checks of the SAM template: cfn-lint finds no error, and the shape the runtime relies on holds.
+"""Static checks of the SAM template: cfn-lint finds nothing, and the shape the runtime relies on holds.
 
-No AWS access: cfn-lint runs locally and the rest reads template.yaml with cfn-lint's own decoder,
-which understands the short intrinsic tags (!Ref, !GetAtt, !If, ...).
+No AWS access: cfn-lint runs locally, the rest reads template.yaml with cfn-lint's own decoder (which
+understands the short intrinsic tags) and, for what SAM generates (roles, policies), the template as
+aws-sam-translator transforms it, offline.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from cfnlint.api import lint
@@ -50,6 +53,27 @@ def resources(template: dict[str, Any]) -> dict[str, Any]:
     return template["Resources"]
 
 
+class _NoManagedPolicies:
+    """The translator asks IAM for managed policy names only when a template uses them by name."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def transformed(template: dict[str, Any]) -> dict[str, Any]:
+    """The CloudFormation template SAM deploys, with code locations as `sam package` would set them."""
+    from samtranslator.translator.transform import transform
+
+    copy = json.loads(json.dumps(template))
+    for name, res in copy["Resources"].items():
+        for key in ("CodeUri", "ContentUri"):
+            if key in res.get("Properties", {}):
+                res["Properties"][key] = f"s3://artifacts/{name}.zip"
+    with mock.patch.dict(os.environ, {"AWS_DEFAULT_REGION": "us-east-1"}):
+        return transform(copy, {}, _NoManagedPolicies())
+
+
 def function_props(template: dict[str, Any], name: str) -> dict[str, Any]:
     """A function's properties with SAM Globals merged in the way SAM merges them."""
     merged: dict[str, Any] = dict(template.get("Globals", {}).get("Function", {}))
@@ -82,17 +106,16 @@ def cfn_lint_command() -> list[str]:
     pytest.fail("cfn-lint is not installed: pip install -e '.[dev]'")
 
 
-def test_cfn_lint_reports_no_errors() -> None:
+def test_cfn_lint_reports_nothing_including_informational_checks() -> None:
+    # The informational checks include I3011: explicit deletion policies on every stateful resource.
     proc = subprocess.run(
-        [*cfn_lint_command(), "--format", "json", str(TEMPLATE)],
+        [*cfn_lint_command(), "--format", "json", "--include-checks", "I", "--", str(TEMPLATE)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert proc.stdout.strip(), f"cfn-lint printed nothing (rc={proc.returncode}): {proc.stderr}"
     findings = json.loads(proc.stdout)
-    errors = [f for f in findings if f["Level"] == "Error"]
-    assert not errors, json.dumps(errors, indent=1)
-    # Exit code 2 is cfn-lint's "errors found" bit.
-    assert proc.returncode & 2 == 0, proc.stdout + proc.stderr
+    assert not findings, json.dumps(findings, indent=1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_state_machine_definition_passes_cfn_lint(resources: dict[str, Any]) -> None:
@@ -129,29 +152,52 @@ def test_function_is_python313_arm64_with_common_layer(template: dict[str, Any],
     assert (ROOT / props["CodeUri"]).is_dir()
 
 
+PRIVATE_SUBNETS = [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]
+
+
 def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, Any]) -> None:
     for name in serverless_functions(template["Resources"]):
         props = function_props(template, name)
         env = props["Environment"]["Variables"]
-        assert env["DATABASE_URL"] == {"Ref": "DatabaseUrl"}, name
-        assert env["REDIS_URL"] == {"Ref": "RedisUrl"}, name
+        # The created database: its address and the ARN of the secret RDS manages, never a password.
+        assert env["DATABASE_SECRET_ARN"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, ""]}, name
+        assert env["DATABASE_HOST"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, ""]}
+        assert env["DATABASE_PORT"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, ""]}
+        assert env["DATABASE_NAME"] == {"Fn::If": ["CreateDatabase", "tickwork", ""]}, name
+        # An existing database keeps its URL.
+        assert env["DATABASE_URL"] == {"Fn::If": ["CreateDatabase", "", {"Ref": "DatabaseUrl"}]}, name
+        assert not [k for k in env if "PASSWORD" in k], name
+        assert env["REDIS_URL"] == {"Fn::If": [
+            "CreateCache",
+            {"Fn::Sub": "rediss+cluster://${Cache.Endpoint.Address}:${Cache.Endpoint.Port}"},
+            {"Ref": "RedisUrl"},
+        ]}, name
         assert env["TICKWORK_NAMESPACE"] == "tickwork", name
         assert env["LOG_LEVEL"] == {"Ref": "LogLevel"}, name
         assert env["POWERTOOLS_SERVICE_NAME"], name
-        vpc = props["VpcConfig"]["Fn::If"]
-        assert vpc[0] == "HasVpc" and vpc[2] == {"Ref": "AWS::NoValue"}, name
-        assert vpc[1] == {"SubnetIds": {"Ref": "SubnetIds"}, "SecurityGroupIds": {"Ref": "SecurityGroupIds"}}, name
+        assert props["VpcConfig"] == {
+            "SubnetIds": {"Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]},
+            "SecurityGroupIds": {"Fn::If": ["CreateNetwork", [{"Ref": "FunctionSecurityGroup"}], {"Ref": "SecurityGroupIds"}]},
+        }, name
 
 
-def test_database_url_is_a_hidden_parameter(template: dict[str, Any]) -> None:
+def test_every_parameter_has_a_default_so_the_complete_stack_needs_no_answer(template: dict[str, Any]) -> None:
     params = template["Parameters"]
-    assert params["DatabaseUrl"]["NoEcho"] is True
-    assert "Default" not in params["DatabaseUrl"] and "Default" not in params["RedisUrl"]
-    # The template must also deploy without a VPC.
-    assert params["SubnetIds"]["Default"] == "" and params["SecurityGroupIds"]["Default"] == ""
+    assert not [name for name, p in params.items() if "Default" not in p]
+    conditions = template["Conditions"]
+    assert conditions["CreateNetwork"] == {"Fn::Equals": [{"Fn::Join": ["", {"Ref": "SubnetIds"}]}, ""]}
+    assert conditions["CreateDatabase"] == {"Fn::Equals": [{"Ref": "DatabaseUrl"}, ""]}
+    assert conditions["CreateCache"] == {"Fn::Equals": [{"Ref": "RedisUrl"}, ""]}
+    assert params["DatabaseUrl"]["Default"] == "" and params["DatabaseUrl"]["NoEcho"] is True
+    assert params["RedisUrl"]["Default"] == "" and params["SubnetIds"]["Default"] == ""
     redis_pattern = re.compile(params["RedisUrl"]["AllowedPattern"])
     assert redis_pattern.fullmatch("rediss+cluster://tickwork-x.serverless.use1.cache.amazonaws.com:6379")
+    assert redis_pattern.fullmatch("")
     assert not redis_pattern.fullmatch("https://example.com")
+    database_pattern = re.compile(params["DatabaseUrl"]["AllowedPattern"])
+    assert database_pattern.fullmatch("") and database_pattern.fullmatch("postgresql://u:p@h:5432/d")
+    assert not database_pattern.fullmatch("mysql://h/d")
 
 
 def test_poller_can_invoke_the_executor(template: dict[str, Any]) -> None:
@@ -283,11 +329,18 @@ def test_state_machine_loops_over_the_poller(resources: dict[str, Any], template
     assert any(states[n]["Type"] in ("Succeed", "Fail") or states[n].get("End") for n in seen)
 
 
+def schedules_of(resources: dict[str, Any], target: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in resources.values()
+            if r["Type"] == "AWS::Scheduler::Schedule" and r["Properties"]["Target"]["Arn"] == target]
+
+
 def test_tick_loops_restart_every_minute_and_overlap(resources: dict[str, Any], template: dict[str, Any]) -> None:
     props = resources["TickLoop"]["Properties"]
-    schedules = [e for e in props["Events"].values() if e["Type"] in ("Schedule", "ScheduleV2")]
-    assert len(schedules) == 1
-    assert schedules[0]["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert "Events" not in props, "the schedule is its own resource, so it can wait for the migration"
+    (schedule,) = schedules_of(resources, {"Ref": "TickLoop"})
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["State"] == {"Ref": "TickLoopState"}
+    assert schedule["Properties"]["Target"]["RetryPolicy"]["MaximumEventAgeInSeconds"] == 60
     loop = template["Parameters"]["TickLoopSeconds"]
     # Each loop must outlive the 60 s restart period (overlap) and end before Express kills it.
     assert 60 < loop["MinValue"] <= loop["Default"] <= loop["MaxValue"] < EXPRESS_MAX_SECONDS
@@ -296,13 +349,13 @@ def test_tick_loops_restart_every_minute_and_overlap(resources: dict[str, Any], 
 
 
 def test_maintenance_runs_every_minute_on_the_poller(resources: dict[str, Any], template: dict[str, Any]) -> None:
-    events = resources["PollerFunction"]["Properties"]["Events"]
-    schedules = [e for e in events.values() if e["Type"] in ("Schedule", "ScheduleV2")]
-    assert len(schedules) == 1
-    props = schedules[0]["Properties"]
+    assert "Events" not in resources["PollerFunction"]["Properties"]
+    (schedule,) = schedules_of(resources, {"Fn::GetAtt": ["PollerFunction", "Arn"]})
+    props = schedule["Properties"]
     assert props["ScheduleExpression"] == "rate(1 minute)"
     # The handler routes on the same event the handler tests use.
-    assert json.loads(props["Input"]) == json.loads((ROOT / "events/poller_maintenance.json").read_text())
+    assert json.loads(props["Target"]["Input"]) == json.loads((ROOT / "events/poller_maintenance.json").read_text())
+    assert props["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
     # A pass that is late or failed is superseded by the next one: nobody should queue or retry it.
     config = function_props(template, "PollerFunction")["EventInvokeConfig"]
     assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 60
@@ -339,3 +392,184 @@ def test_samconfig_defaults() -> None:
     assert deploy["region"]
     overrides = " ".join(deploy.get("parameter_overrides", []))
     assert "DatabaseUrl" not in overrides, "secrets do not belong in samconfig.toml"
+
+
+# ------------------------------------------------------------------------ network and data stores
+
+
+def _conditional(resources: dict[str, Any], condition: str) -> set[str]:
+    return {name for name, res in resources.items() if res.get("Condition") == condition}
+
+
+def test_a_new_vpc_spans_two_azs_with_private_and_public_subnets(resources: dict[str, Any]) -> None:
+    subnets = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::EC2::Subnet"}
+    assert set(subnets) == {"PublicSubnetA", "PublicSubnetB", "PrivateSubnetA", "PrivateSubnetB"}
+    assert {n for n in subnets if resources[n]["Condition"] == "CreateNetwork"} == set(subnets)
+    for side, index in (("A", 0), ("B", 1)):
+        for kind in ("Public", "Private"):
+            assert subnets[f"{kind}Subnet{side}"]["AvailabilityZone"] == {"Fn::Select": [index, {"Fn::GetAZs": ""}]}
+    blocks = [json.dumps(p["CidrBlock"]) for p in subnets.values()]
+    assert len(set(blocks)) == 4
+    # Private subnets leave through a NAT gateway (the executor's outbound HTTPS), public ones through the IGW.
+    routes = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::EC2::Route"}
+    assert routes["PublicRoute"]["GatewayId"] == {"Ref": "InternetGateway"}
+    assert routes["PrivateRouteA"]["NatGatewayId"] == {"Ref": "NatGatewayA"}
+    assert routes["PrivateRouteB"]["NatGatewayId"] == {"Fn::If": ["NatPerAz", {"Ref": "NatGatewayB"}, {"Ref": "NatGatewayA"}]}
+    for private in ("A", "B"):
+        association = resources[f"PrivateSubnet{private}RouteTable"]["Properties"]
+        assert association == {"SubnetId": {"Ref": f"PrivateSubnet{private}"}, "RouteTableId": {"Ref": f"PrivateRouteTable{private}"}}
+    assert resources["NatGatewayA"]["Properties"]["SubnetId"] == {"Ref": "PublicSubnetA"}
+    assert resources["NatGatewayB"]["Properties"]["SubnetId"] == {"Ref": "PublicSubnetB"}
+
+
+def test_one_nat_gateway_by_default_one_per_az_as_an_option(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    nat = {n for n, r in resources.items() if r["Type"] == "AWS::EC2::NatGateway"}
+    assert _conditional(resources, "NatPerAz") >= {"NatGatewayB", "NatAddressB"}
+    assert resources["NatGatewayA"]["Condition"] == "CreateNetwork" and nat == {"NatGatewayA", "NatGatewayB"}
+    assert template["Parameters"]["NatGateways"]["Default"] == "Single"
+    assert template["Conditions"]["NatPerAz"] == {
+        "Fn::And": [{"Condition": "CreateNetwork"}, {"Fn::Equals": [{"Ref": "NatGateways"}, "PerAz"]}]}
+
+
+def _rules(resources: dict[str, Any], kind: str, group: str) -> list[dict[str, Any]]:
+    inline = resources[group]["Properties"].get("SecurityGroupEgress" if kind == "Egress" else "SecurityGroupIngress", [])
+    separate = [r["Properties"] for r in resources.values()
+                if r["Type"] == f"AWS::EC2::SecurityGroup{kind}" and r["Properties"]["GroupId"] == {"Ref": group}]
+    return list(inline) + separate
+
+
+FUNCTIONS_SG = {"Fn::If": ["CreateNetwork", {"Ref": "FunctionSecurityGroup"}, {"Fn::Select": [0, {"Ref": "SecurityGroupIds"}]}]}
+
+
+@pytest.mark.parametrize("group,port", [("DatabaseSecurityGroup", 5432), ("CacheSecurityGroup", 6379)])
+def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[str, Any], group: str, port: int) -> None:
+    (ingress,) = _rules(resources, "Ingress", group)
+    assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", port, port)
+    assert ingress["SourceSecurityGroupId"] == FUNCTIONS_SG and "CidrIp" not in ingress
+    # The default allow-all egress is replaced by a rule that matches nothing.
+    (egress,) = _rules(resources, "Egress", group)
+    assert egress["CidrIp"] == "127.0.0.1/32" and egress["IpProtocol"] == "icmp"
+
+
+def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resources: dict[str, Any]) -> None:
+    assert _rules(resources, "Ingress", "FunctionSecurityGroup") == []
+    egress = _rules(resources, "Egress", "FunctionSecurityGroup")
+    to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
+    assert to_internet == [80, 443]
+    to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
+    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup")}
+    assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
+    assert len(egress) == 4
+
+
+def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:
+    database = resources["Database"]
+    props = database["Properties"]
+    assert database["Type"] == "AWS::RDS::DBInstance" and database["Condition"] == "CreateDatabase"
+    assert props["Engine"] == "postgres"
+    assert props["EngineVersion"] == {"Ref": "DatabaseEngineVersion"}
+    assert props["ManageMasterUserPassword"] is True and "MasterUserPassword" not in props
+    assert props["StorageEncrypted"] is True and props["PubliclyAccessible"] is False
+    assert props["BackupRetentionPeriod"] == {"Ref": "DatabaseBackupRetentionDays"}
+    assert props["DeletionProtection"] == {"Fn::If": ["IsProduction", True, False]}
+    assert database["DeletionPolicy"] == "Snapshot" and database["UpdateReplacePolicy"] == "Snapshot"
+    assert props["VPCSecurityGroups"] == [{"Ref": "DatabaseSecurityGroup"}]
+    assert resources["DatabaseSubnetGroup"]["Properties"]["SubnetIds"] == {
+        "Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+
+
+def test_database_parameters_allow_postgres_16_or_later(template: dict[str, Any]) -> None:
+    version = template["Parameters"]["DatabaseEngineVersion"]
+    assert all(int(v) >= 16 for v in version["AllowedValues"]) and version["Default"] in version["AllowedValues"]
+    assert template["Parameters"]["DatabaseBackupRetentionDays"]["MinValue"] >= 1
+    assert template["Conditions"]["IsProduction"] == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+
+
+def test_cache_is_serverless_valkey_in_the_private_subnets(resources: dict[str, Any]) -> None:
+    cache = resources["Cache"]
+    assert cache["Type"] == "AWS::ElastiCache::ServerlessCache" and cache["Condition"] == "CreateCache"
+    props = cache["Properties"]
+    assert props["Engine"] == "valkey"
+    assert props["SubnetIds"] == {"Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+    assert props["SecurityGroupIds"] == [{"Ref": "CacheSecurityGroup"}]
+
+
+# ------------------------------------------------------------------------------------------- IAM
+
+
+def _statements(transformed: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for name, res in transformed["Resources"].items():
+        props = res.get("Properties", {})
+        documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        if res["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+            documents.append(props["PolicyDocument"])
+        for document in documents:
+            found.extend((name, statement) for statement in document["Statement"])
+    return found
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_no_iam_action_is_a_wildcard(transformed: dict[str, Any]) -> None:
+    statements = _statements(transformed)
+    assert len(statements) >= 5
+    for name, statement in statements:
+        for action in _as_list(statement["Action"]):
+            assert "*" not in action, (name, statement)
+
+
+def test_only_account_level_apis_get_resource_star(transformed: dict[str, Any]) -> None:
+    # Step Functions' log delivery APIs take no resource ARN: AWS requires "*" for them.
+    account_level = {"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
+                     "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
+                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups"}
+    for name, statement in _statements(transformed):
+        if statement.get("Resource") == "*":
+            assert set(_as_list(statement["Action"])) <= account_level, (name, statement)
+
+
+def test_every_function_may_read_only_the_database_secret(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    (statement,) = resources["DatabaseSecretReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert statement["Resource"] == {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}
+    attached = {"Fn::If": ["CreateDatabase", {"Ref": "DatabaseSecretReadPolicy"}, {"Ref": "AWS::NoValue"}]}
+    for function in FUNCTIONS:
+        role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
+
+
+# ------------------------------------------------------------------------------- deploy ordering
+
+
+def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: dict[str, Any]) -> None:
+    migration = resources["SchemaMigration"]
+    assert migration["Type"].startswith("Custom::")
+    props = migration["Properties"]
+    assert props["ServiceToken"] == {"Fn::GetAtt": ["PollerFunction", "Arn"]}
+    # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
+    assert props["CodeVersion"] == {"Ref": "CommonLayer"}
+    assert 60 <= props["ServiceTimeout"] <= 3600
+    # The poller reads its secret through the NAT: the routes must exist before it is called.
+    assert props["NetworkReady"] == {"Fn::If": ["CreateNetwork", [{"Ref": "PrivateRouteA"}, {"Ref": "PrivateRouteB"}], []]}
+
+
+def test_nothing_is_scheduled_before_the_migration(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    schedules = {n: r for n, r in resources.items() if r["Type"] in ("AWS::Scheduler::Schedule", "AWS::Events::Rule")}
+    assert set(schedules) == {"TickLoopSchedule", "MaintenanceSchedule"}
+    for name, schedule in schedules.items():
+        assert _as_list(schedule.get("DependsOn", [])) == ["SchemaMigration"], name
+    # The scheduler's role may start the loop and invoke the poller, nothing more.
+    role = resources["SchedulerRole"]["Properties"]
+    statements = role["Policies"][0]["PolicyDocument"]["Statement"]
+    assert {(s["Action"], json.dumps(s["Resource"])) for s in statements} == {
+        ("states:StartExecution", json.dumps({"Ref": "TickLoop"})),
+        ("lambda:InvokeFunction", json.dumps({"Fn::GetAtt": ["PollerFunction", "Arn"]})),
+    }
+    for name in schedules:
+        assert resources[name]["Properties"]["Target"]["RoleArn"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
