@@ -53,9 +53,12 @@ class _IdleCheck:
 def connect_db(settings: Settings, max_size: int = 4) -> Any:
     from psycopg_pool import ConnectionPool
 
+    from tickwork.dbcredentials import connection_class
+
     idle = _IdleCheck()
     return ConnectionPool(
         settings.database_url,
+        connection_class=connection_class(settings),
         min_size=1,
         max_size=max_size,
         check=idle.check,
