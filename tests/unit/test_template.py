@@ -547,8 +547,10 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
 
 
 def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: dict[str, Any]) -> None:
+    from tickwork.provisioning import MIGRATION_RESOURCE_TYPE
+
     migration = resources["SchemaMigration"]
-    assert migration["Type"].startswith("Custom::")
+    assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the poller accepts
     props = migration["Properties"]
     assert props["ServiceToken"] == {"Fn::GetAtt": ["PollerFunction", "Arn"]}
     # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
