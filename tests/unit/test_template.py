@@ -383,6 +383,17 @@ def test_outputs(template: dict[str, Any]) -> None:
     assert outputs["StateMachineArn"]["Value"] == {"Ref": "TickLoop"}
 
 
+def test_the_create_tenant_command_invokes_the_api_function_with_the_admin_event(template: dict[str, Any]) -> None:
+    from tickwork.admin import is_admin_event
+
+    command = template["Outputs"]["CreateTenantCommand"]["Value"]["Fn::Sub"]
+    assert command.startswith("aws lambda invoke --region ${AWS::Region} --function-name ${ApiFunction} ")
+    assert "--cli-binary-format raw-in-base64-out" in command  # AWS CLI v2 otherwise expects base64
+    payload = json.loads(re.search(r"--payload '([^']*)'", command).group(1))  # type: ignore[union-attr]
+    assert payload == json.loads((ROOT / "events/api_admin_create_tenant.json").read_text())
+    assert is_admin_event(payload)
+
+
 def test_samconfig_defaults() -> None:
     config = tomllib.loads((ROOT / "samconfig.toml").read_text())
     assert config["default"]["global"]["parameters"]["stack_name"] == "tickwork"
