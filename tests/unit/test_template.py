@@ -586,3 +586,14 @@ def test_nothing_is_scheduled_before_the_migration(transformed: dict[str, Any]) 
     }
     for name in schedules:
         assert resources[name]["Properties"]["Target"]["RoleArn"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+
+
+def test_an_existing_network_must_be_described_completely(template: dict[str, Any]) -> None:
+    rules = template["Rules"]
+    uses_subnets = {"Fn::Not": [{"Fn::Contains": [{"Ref": "SubnetIds"}, ""]}]}
+    groups = rules["ExistingSubnetsNeedSecurityGroups"]
+    assert groups["RuleCondition"] == uses_subnets
+    assert groups["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Contains": [{"Ref": "SecurityGroupIds"}, ""]}]}
+    vpc = rules["ExistingSubnetsNeedTheirVpcForNewDataStores"]
+    assert vpc["RuleCondition"]["Fn::And"][0] == uses_subnets
+    assert vpc["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "VpcId"}, ""]}]}
