@@ -261,7 +261,6 @@ def _covers(route: tuple[str, str], wanted: tuple[str, str]) -> bool:
 def test_http_api_routes_cover_the_api(resources: dict[str, Any]) -> None:
     api = resources["HttpApi"]
     assert api["Type"] == "AWS::Serverless::HttpApi"
-    assert "Auth" not in api.get("Properties", {}), "auth is done in ApiFunction, not by an authorizer"
     routes = []
     defaults = 0
     for event in resources["ApiFunction"]["Properties"]["Events"].values():
@@ -277,6 +276,34 @@ def test_http_api_routes_cover_the_api(resources: dict[str, Any]) -> None:
     assert not missing, f"routes {routes} do not cover {missing}"
     # /openapi.json and unknown paths reach the function, so they get the API's error shape.
     assert defaults == 1
+
+
+def test_guided_deploy_finds_authentication_on_every_api_event(resources: dict[str, Any]) -> None:
+    # sam deploy --guided asks "<function> has no authentication. Is this okay?" for each HttpApi event
+    # that has no Auth of its own and whose API has no Auth (samcli/commands/deploy/auth_utils.py);
+    # refusing aborts the deploy, so with every default accepted no event may prompt.
+    api_has_auth = bool(resources["HttpApi"]["Properties"].get("Auth"))
+    for name in serverless_functions(resources):
+        for event_name, event in resources[name]["Properties"].get("Events", {}).items():
+            if event["Type"] in ("Api", "HttpApi"):
+                assert event["Properties"].get("Auth") or api_has_auth, (name, event_name)
+
+
+def test_every_route_but_the_public_default_goes_through_the_authorizer(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    body = resources["HttpApi"]["Properties"]["Body"]
+    scheme = body["components"]["securitySchemes"]["ApiKeyAuthorizer"]["x-amazon-apigateway-authorizer"]
+    assert scheme["type"] == "request" and scheme["enableSimpleResponses"] is True
+    assert scheme["authorizerPayloadFormatVersion"] == "2.0"
+    assert scheme["identitySource"] == ["$request.header.Authorization"]
+    assert 0 < scheme["authorizerResultTtlInSeconds"] <= 60  # a short cache
+    assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["ApiFunction", "Arn"]}
+    security = {(path, method): op.get("security") for path, ops in body["paths"].items() for method, op in ops.items()}
+    assert security.pop(("$default", "x-amazon-apigateway-any-method")) == [{"NONE": []}]
+    assert len(security) == 8 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
+    permission = resources["HttpApiApiKeyAuthorizerAuthorizerPermission"]["Properties"]
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+    assert permission["SourceArn"]["Fn::Sub"][0].endswith("/authorizers/*")
 
 
 def test_route_coverage_rule_is_strict() -> None:
