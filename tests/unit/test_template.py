@@ -386,8 +386,8 @@ def test_maintenance_runs_every_minute_on_the_poller(resources: dict[str, Any], 
     # A pass that is late or failed is superseded by the next one: nobody should queue or retry it.
     config = function_props(template, "PollerFunction")["EventInvokeConfig"]
     assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 60
-    # Two overlapping tick loops plus the pass must fit in the poller's reserved concurrency.
-    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] >= 3
+    # A new account's quota (10) accepts no reservation: the default reserves nothing, production does.
+    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] == 0
 
 
 # ------------------------------------------------------------------------------ logs, outputs
@@ -421,15 +421,46 @@ def test_the_create_tenant_command_invokes_the_api_function_with_the_admin_event
     assert is_admin_event(payload)
 
 
-def test_samconfig_defaults() -> None:
-    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    assert config["default"]["global"]["parameters"]["stack_name"] == "tickwork"
-    deploy = config["default"]["deploy"]["parameters"]
+def _overrides(section: dict[str, Any]) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in section["deploy"]["parameters"].get("parameter_overrides", []))
+
+
+@pytest.fixture(scope="module")
+def samconfig() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "samconfig.toml").read_text())
+
+
+def test_samconfig_defaults(samconfig: dict[str, Any]) -> None:
+    assert samconfig["default"]["global"]["parameters"]["stack_name"] == "tickwork"
+    deploy = samconfig["default"]["deploy"]["parameters"]
     assert deploy["capabilities"] == "CAPABILITY_IAM"
     assert deploy["resolve_s3"] is True
     assert deploy["region"]
-    overrides = " ".join(deploy.get("parameter_overrides", []))
-    assert "DatabaseUrl" not in overrides, "secrets do not belong in samconfig.toml"
+    # `sam deploy` without --config-env is the dev environment, spelled out so the two cannot drift.
+    assert samconfig["dev"] == samconfig["default"]
+
+
+@pytest.mark.parametrize("environment", ["default", "dev", "prod"])
+def test_samconfig_overrides_are_valid_template_parameters(template: dict[str, Any], samconfig: dict[str, Any],
+                                                           environment: str) -> None:
+    params = template["Parameters"]
+    overrides = _overrides(samconfig[environment])
+    for name, value in overrides.items():
+        spec = params[name]
+        if "AllowedValues" in spec:
+            assert value in [str(v) for v in spec["AllowedValues"]], (name, value)
+        if spec["Type"] == "Number":
+            assert spec.get("MinValue", float("-inf")) <= int(value) <= spec.get("MaxValue", float("inf")), name
+    assert not {"DatabaseUrl", "RedisUrl"} & set(overrides), "secrets and endpoints do not belong in samconfig.toml"
+
+
+def test_samconfig_prod_is_protected_and_dev_fits_a_new_account(samconfig: dict[str, Any]) -> None:
+    dev, prod = _overrides(samconfig["dev"]), _overrides(samconfig["prod"])
+    assert dev["Stage"] == "dev" and dev["PollerReservedConcurrency"] == "0"
+    assert prod["Stage"] == "prod" and prod["NatGateways"] == "PerAz"
+    assert int(prod["PollerReservedConcurrency"]) >= 3  # two overlapping loops plus the maintenance pass
+    assert samconfig["prod"]["global"]["parameters"]["stack_name"] != samconfig["dev"]["global"]["parameters"]["stack_name"]
+    assert samconfig["prod"]["deploy"]["parameters"]["confirm_changeset"] is True
 
 
 # ------------------------------------------------------------------------ network and data stores
