@@ -168,10 +168,16 @@ def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, 
         # An existing database keeps its URL.
         assert env["DATABASE_URL"] == {"Fn::If": ["CreateDatabase", "", {"Ref": "DatabaseUrl"}]}, name
         assert not [k for k in env if "PASSWORD" in k], name
+        # TLS and cluster mode either way (tickwork.wiring.connect_redis reads "rediss+cluster").
         assert env["REDIS_URL"] == {"Fn::If": [
-            "CreateCache",
+            "CreateServerlessCache",
             {"Fn::Sub": "rediss+cluster://${Cache.Endpoint.Address}:${Cache.Endpoint.Port}"},
-            {"Ref": "RedisUrl"},
+            {"Fn::If": [
+                "CreateNodeCache",
+                {"Fn::Sub": "rediss+cluster://${NodeCache.ConfigurationEndPoint.Address}:"
+                            "${NodeCache.ConfigurationEndPoint.Port}"},
+                {"Ref": "RedisUrl"},
+            ]},
         ]}, name
         assert env["TICKWORK_NAMESPACE"] == "tickwork", name
         assert env["LOG_LEVEL"] == {"Ref": "LogLevel"}, name
@@ -555,13 +561,34 @@ def test_database_parameters_allow_postgres_16_or_later(template: dict[str, Any]
     assert template["Conditions"]["IsProduction"] == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
 
 
-def test_cache_is_serverless_valkey_in_the_private_subnets(resources: dict[str, Any]) -> None:
+def test_cache_is_serverless_valkey_in_the_private_subnets(template: dict[str, Any], resources: dict[str, Any]) -> None:
     cache = resources["Cache"]
-    assert cache["Type"] == "AWS::ElastiCache::ServerlessCache" and cache["Condition"] == "CreateCache"
+    assert cache["Type"] == "AWS::ElastiCache::ServerlessCache" and cache["Condition"] == "CreateServerlessCache"
     props = cache["Properties"]
     assert props["Engine"] == "valkey"
     assert props["SubnetIds"] == {"Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
     assert props["SecurityGroupIds"] == [{"Ref": "CacheSecurityGroup"}]
+    assert template["Parameters"]["CacheType"]["Default"] == "Serverless"
+    assert template["Conditions"]["CreateServerlessCache"] == {
+        "Fn::And": [{"Condition": "CreateCache"}, {"Fn::Equals": [{"Ref": "CacheType"}, "Serverless"]}]}
+
+
+def test_node_based_cache_option_is_valkey_with_tls_and_cluster_mode(template: dict[str, Any],
+                                                                      resources: dict[str, Any]) -> None:
+    cache = resources["NodeCache"]
+    assert cache["Type"] == "AWS::ElastiCache::ReplicationGroup" and cache["Condition"] == "CreateNodeCache"
+    props = cache["Properties"]
+    assert props["Engine"] == "valkey" and props["ClusterMode"] == "Enabled"
+    assert props["TransitEncryptionEnabled"] is True and props["TransitEncryptionMode"] == "required"
+    assert props["AtRestEncryptionEnabled"] is True
+    assert props["AutomaticFailoverEnabled"] is True and props["MultiAZEnabled"] is True
+    assert template["Parameters"]["CacheReplicas"]["MinValue"] >= 1  # Multi-AZ needs a replica
+    assert props["SecurityGroupIds"] == [{"Ref": "CacheSecurityGroup"}]
+    assert props["CacheSubnetGroupName"] == {"Ref": "CacheSubnetGroup"}
+    assert resources["CacheSubnetGroup"]["Properties"]["SubnetIds"] == {
+        "Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+    assert template["Conditions"]["CreateNodeCache"] == {
+        "Fn::And": [{"Condition": "CreateCache"}, {"Fn::Equals": [{"Ref": "CacheType"}, "Nodes"]}]}
 
 
 # ------------------------------------------------------------------------------------------- IAM
