@@ -652,8 +652,14 @@ def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: di
     # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
     assert props["CodeVersion"] == {"Ref": "CommonLayer"}
     assert 60 <= props["ServiceTimeout"] <= 3600
-    # The poller reads its secret through the NAT: the routes must exist before it is called.
-    assert props["NetworkReady"] == {"Fn::If": ["CreateNetwork", [{"Ref": "PrivateRouteA"}, {"Ref": "PrivateRouteB"}], []]}
+    # The poller reads its secret through the NAT and connects through the security groups: every
+    # route, association and rule on that path must exist before it is called.
+    waits = {item["Fn::If"][1]["Ref"]: item["Fn::If"][0] for item in props["NetworkReady"]}
+    assert all(item["Fn::If"][2] == {"Ref": "AWS::NoValue"} for item in props["NetworkReady"])
+    on_the_path = {name: res.get("Condition") for name, res in resources.items() if res["Type"] in (
+        "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SubnetRouteTableAssociation",
+        "AWS::EC2::Route") and "Public" not in name}
+    assert waits == on_the_path
 
 
 def test_nothing_is_scheduled_before_the_migration(transformed: dict[str, Any]) -> None:
