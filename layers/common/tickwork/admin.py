@@ -37,7 +37,7 @@ def handle_admin(pool: Any, event: Mapping[str, Any]) -> dict[str, Any]:
 def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:
     with pool.connection() as conn, conn.transaction():
         if tenants.find_tenant(conn, name) is not None:
-            raise _NameTakenError(f"a tenant named {name!r} exists already; its keys cannot be shown again")
+            raise _NameTakenError("a tenant of that name exists already; its keys cannot be shown again")
         tenant_id = tenants.create_tenant(conn, name)
         token = tenants.create_api_key(conn, tenant_id, name="bootstrap")
     logger.info("tenant created", extra={"tenant_id": tenant_id})
