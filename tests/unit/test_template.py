@@ -159,15 +159,16 @@ def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, 
     for name in serverless_functions(template["Resources"]):
         props = function_props(template, name)
         env = props["Environment"]["Variables"]
-        # The created database: its address and the ARN of the secret RDS manages, never a password.
+        # The database's address and the ARN of the secret with its login (created or existing), never
+        # a password or a URL that could carry one.
         assert env["DATABASE_SECRET_ARN"] == {"Fn::If": [
-            "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, ""]}, name
-        assert env["DATABASE_HOST"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, ""]}
-        assert env["DATABASE_PORT"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, ""]}
-        assert env["DATABASE_NAME"] == {"Fn::If": ["CreateDatabase", "tickwork", ""]}, name
-        # An existing database keeps its URL.
-        assert env["DATABASE_URL"] == {"Fn::If": ["CreateDatabase", "", {"Ref": "DatabaseUrl"}]}, name
-        assert not [k for k in env if "PASSWORD" in k], name
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Ref": "DatabaseSecretArn"}]}
+        assert env["DATABASE_HOST"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}
+        assert env["DATABASE_PORT"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, {"Ref": "DatabasePort"}]}
+        assert env["DATABASE_NAME"] == {"Ref": "DatabaseName"}, name
+        assert not [k for k in env if "PASSWORD" in k or k == "DATABASE_URL"], name
         # TLS and cluster mode either way (tickwork.wiring.connect_redis reads "rediss+cluster").
         assert env["REDIS_URL"] == {"Fn::If": [
             "CreateServerlessCache",
@@ -193,17 +194,20 @@ def test_every_parameter_has_a_default_so_the_complete_stack_needs_no_answer(tem
     assert not [name for name, p in params.items() if "Default" not in p]
     conditions = template["Conditions"]
     assert conditions["CreateNetwork"] == {"Fn::Equals": [{"Fn::Join": ["", {"Ref": "SubnetIds"}]}, ""]}
-    assert conditions["CreateDatabase"] == {"Fn::Equals": [{"Ref": "DatabaseUrl"}, ""]}
+    assert conditions["CreateDatabase"] == {"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}
     assert conditions["CreateCache"] == {"Fn::Equals": [{"Ref": "RedisUrl"}, ""]}
-    assert params["DatabaseUrl"]["Default"] == "" and params["DatabaseUrl"]["NoEcho"] is True
+    # sam deploy --guided prompts a NoEcho parameter without its default and refuses an empty answer.
+    assert not [name for name, p in params.items() if p.get("NoEcho")]
+    assert params["DatabaseHost"]["Default"] == "" and params["DatabaseSecretArn"]["Default"] == ""
     assert params["RedisUrl"]["Default"] == "" and params["SubnetIds"]["Default"] == ""
     redis_pattern = re.compile(params["RedisUrl"]["AllowedPattern"])
     assert redis_pattern.fullmatch("rediss+cluster://tickwork-x.serverless.use1.cache.amazonaws.com:6379")
     assert redis_pattern.fullmatch("")
     assert not redis_pattern.fullmatch("https://example.com")
-    database_pattern = re.compile(params["DatabaseUrl"]["AllowedPattern"])
-    assert database_pattern.fullmatch("") and database_pattern.fullmatch("postgresql://u:p@h:5432/d")
-    assert not database_pattern.fullmatch("mysql://h/d")
+    secret_pattern = re.compile(params["DatabaseSecretArn"]["AllowedPattern"])
+    assert secret_pattern.fullmatch("") and secret_pattern.fullmatch(
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!db-0a1b2c3d-AbCdEf")
+    assert not secret_pattern.fullmatch("postgresql://u:p@h:5432/d")
 
 
 def test_poller_can_invoke_the_executor(template: dict[str, Any]) -> None:
@@ -457,7 +461,7 @@ def test_samconfig_overrides_are_valid_template_parameters(template: dict[str, A
             assert value in [str(v) for v in spec["AllowedValues"]], (name, value)
         if spec["Type"] == "Number":
             assert spec.get("MinValue", float("-inf")) <= int(value) <= spec.get("MaxValue", float("inf")), name
-    assert not {"DatabaseUrl", "RedisUrl"} & set(overrides), "secrets and endpoints do not belong in samconfig.toml"
+    assert not {"DatabaseHost", "DatabaseSecretArn", "RedisUrl"} & set(overrides), "endpoints are per account"
 
 
 def test_samconfig_prod_is_protected_and_dev_fits_a_new_account(samconfig: dict[str, Any]) -> None:
@@ -632,8 +636,9 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
     resources = transformed["Resources"]
     (statement,) = resources["DatabaseSecretReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "secretsmanager:GetSecretValue"
-    assert statement["Resource"] == {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}
-    attached = {"Fn::If": ["CreateDatabase", {"Ref": "DatabaseSecretReadPolicy"}, {"Ref": "AWS::NoValue"}]}
+    assert statement["Resource"] == {"Fn::If": [
+        "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Fn::Sub": "${DatabaseSecretArn}"}]}
+    attached = {"Ref": "DatabaseSecretReadPolicy"}
     for function in FUNCTIONS:
         role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
@@ -686,5 +691,9 @@ def test_an_existing_network_must_be_described_completely(template: dict[str, An
     assert groups["RuleCondition"] == uses_subnets
     assert groups["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Contains": [{"Ref": "SecurityGroupIds"}, ""]}]}
     vpc = rules["ExistingSubnetsNeedTheirVpcForNewDataStores"]
-    assert vpc["RuleCondition"]["Fn::And"][0] == uses_subnets
+    assert vpc["RuleCondition"]["Fn::And"] == [uses_subnets, {"Fn::Or": [
+        {"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}, {"Fn::Equals": [{"Ref": "RedisUrl"}, ""]}]}]
     assert vpc["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "VpcId"}, ""]}]}
+    secret = rules["ExistingDatabaseNeedsItsSecret"]
+    assert secret["RuleCondition"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}]}
+    assert secret["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseSecretArn"}, ""]}]}
