@@ -1,4 +1,5 @@
-"""Poller Lambda: one tick per invocation (the Step Functions loop), or the maintenance pass (a schedule)."""
+"""Poller Lambda: one tick per invocation (the Step Functions loop), the maintenance pass (a schedule), or
+the schema migration (a CloudFormation custom resource, at deploy time)."""
 from __future__ import annotations
 
 import time
@@ -6,10 +7,13 @@ from typing import Any
 
 from tickwork.maintenance import handle_maintenance
 from tickwork.poller import handle_tick
+from tickwork.provisioning import checkout_seconds, handle_custom_resource, is_custom_resource_event, migrate_schema
 from tickwork.wiring import services
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if is_custom_resource_event(event):
+        return handle_custom_resource(event, lambda: migrate_schema(services().db, checkout_seconds(context)))
     if event.get("task") == "maintenance":
         return handle_maintenance(services(), time.time)
     return handle_tick(services(), time.time)

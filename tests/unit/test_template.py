@@ -1,11 +1,13 @@
-"""Static checks of the SAM template: cfn-lint finds no error, and the shape the runtime relies on holds.
+"""Static checks of the SAM template: cfn-lint finds nothing, and the shape the runtime relies on holds.
 
-No AWS access: cfn-lint runs locally and the rest reads template.yaml with cfn-lint's own decoder,
-which understands the short intrinsic tags (!Ref, !GetAtt, !If, ...).
+No AWS access: cfn-lint runs locally, the rest reads template.yaml with cfn-lint's own decoder (which
+understands the short intrinsic tags) and, for what SAM generates (roles, policies), the template as
+aws-sam-translator transforms it, offline.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from cfnlint.api import lint
@@ -50,6 +53,27 @@ def resources(template: dict[str, Any]) -> dict[str, Any]:
     return template["Resources"]
 
 
+class _NoManagedPolicies:
+    """The translator asks IAM for managed policy names only when a template uses them by name."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def transformed(template: dict[str, Any]) -> dict[str, Any]:
+    """The CloudFormation template SAM deploys, with code locations as `sam package` would set them."""
+    from samtranslator.translator.transform import transform
+
+    copy = json.loads(json.dumps(template))
+    for name, res in copy["Resources"].items():
+        for key in ("CodeUri", "ContentUri"):
+            if key in res.get("Properties", {}):
+                res["Properties"][key] = f"s3://artifacts/{name}.zip"
+    with mock.patch.dict(os.environ, {"AWS_DEFAULT_REGION": "us-east-1"}):
+        return transform(copy, {}, _NoManagedPolicies())
+
+
 def function_props(template: dict[str, Any], name: str) -> dict[str, Any]:
     """A function's properties with SAM Globals merged in the way SAM merges them."""
     merged: dict[str, Any] = dict(template.get("Globals", {}).get("Function", {}))
@@ -82,17 +106,16 @@ def cfn_lint_command() -> list[str]:
     pytest.fail("cfn-lint is not installed: pip install -e '.[dev]'")
 
 
-def test_cfn_lint_reports_no_errors() -> None:
+def test_cfn_lint_reports_nothing_including_informational_checks() -> None:
+    # The informational checks include I3011: explicit deletion policies on every stateful resource.
     proc = subprocess.run(
-        [*cfn_lint_command(), "--format", "json", str(TEMPLATE)],
+        [*cfn_lint_command(), "--format", "json", "--include-checks", "I", "--", str(TEMPLATE)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert proc.stdout.strip(), f"cfn-lint printed nothing (rc={proc.returncode}): {proc.stderr}"
     findings = json.loads(proc.stdout)
-    errors = [f for f in findings if f["Level"] == "Error"]
-    assert not errors, json.dumps(errors, indent=1)
-    # Exit code 2 is cfn-lint's "errors found" bit.
-    assert proc.returncode & 2 == 0, proc.stdout + proc.stderr
+    assert not findings, json.dumps(findings, indent=1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_state_machine_definition_passes_cfn_lint(resources: dict[str, Any]) -> None:
@@ -129,29 +152,62 @@ def test_function_is_python313_arm64_with_common_layer(template: dict[str, Any],
     assert (ROOT / props["CodeUri"]).is_dir()
 
 
+PRIVATE_SUBNETS = [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]
+
+
 def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, Any]) -> None:
     for name in serverless_functions(template["Resources"]):
         props = function_props(template, name)
         env = props["Environment"]["Variables"]
-        assert env["DATABASE_URL"] == {"Ref": "DatabaseUrl"}, name
-        assert env["REDIS_URL"] == {"Ref": "RedisUrl"}, name
+        # The database's address and the ARN of the secret with its login (created or existing), never
+        # a password or a URL that could carry one.
+        assert env["DATABASE_SECRET_ARN"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Ref": "DatabaseSecretArn"}]}
+        assert env["DATABASE_HOST"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}
+        assert env["DATABASE_PORT"] == {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, {"Ref": "DatabasePort"}]}
+        assert env["DATABASE_NAME"] == {"Ref": "DatabaseName"}, name
+        assert not [k for k in env if "PASSWORD" in k or k == "DATABASE_URL"], name
+        # TLS and cluster mode either way (tickwork.wiring.connect_redis reads "rediss+cluster").
+        assert env["REDIS_URL"] == {"Fn::If": [
+            "CreateServerlessCache",
+            {"Fn::Sub": "rediss+cluster://${Cache.Endpoint.Address}:${Cache.Endpoint.Port}"},
+            {"Fn::If": [
+                "CreateNodeCache",
+                {"Fn::Sub": "rediss+cluster://${NodeCache.ConfigurationEndPoint.Address}:"
+                            "${NodeCache.ConfigurationEndPoint.Port}"},
+                {"Ref": "RedisUrl"},
+            ]},
+        ]}, name
         assert env["TICKWORK_NAMESPACE"] == "tickwork", name
         assert env["LOG_LEVEL"] == {"Ref": "LogLevel"}, name
         assert env["POWERTOOLS_SERVICE_NAME"], name
-        vpc = props["VpcConfig"]["Fn::If"]
-        assert vpc[0] == "HasVpc" and vpc[2] == {"Ref": "AWS::NoValue"}, name
-        assert vpc[1] == {"SubnetIds": {"Ref": "SubnetIds"}, "SecurityGroupIds": {"Ref": "SecurityGroupIds"}}, name
+        assert props["VpcConfig"] == {
+            "SubnetIds": {"Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]},
+            "SecurityGroupIds": {"Fn::If": ["CreateNetwork", [{"Ref": "FunctionSecurityGroup"}], {"Ref": "SecurityGroupIds"}]},
+        }, name
 
 
-def test_database_url_is_a_hidden_parameter(template: dict[str, Any]) -> None:
+def test_every_parameter_has_a_default_so_the_complete_stack_needs_no_answer(template: dict[str, Any]) -> None:
     params = template["Parameters"]
-    assert params["DatabaseUrl"]["NoEcho"] is True
-    assert "Default" not in params["DatabaseUrl"] and "Default" not in params["RedisUrl"]
-    # The template must also deploy without a VPC.
-    assert params["SubnetIds"]["Default"] == "" and params["SecurityGroupIds"]["Default"] == ""
+    assert not [name for name, p in params.items() if "Default" not in p]
+    conditions = template["Conditions"]
+    assert conditions["CreateNetwork"] == {"Fn::Equals": [{"Fn::Join": ["", {"Ref": "SubnetIds"}]}, ""]}
+    assert conditions["CreateDatabase"] == {"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}
+    assert conditions["CreateCache"] == {"Fn::Equals": [{"Ref": "RedisUrl"}, ""]}
+    # sam deploy --guided prompts a NoEcho parameter without its default and refuses an empty answer.
+    assert not [name for name, p in params.items() if p.get("NoEcho")]
+    assert params["DatabaseHost"]["Default"] == "" and params["DatabaseSecretArn"]["Default"] == ""
+    assert params["RedisUrl"]["Default"] == "" and params["SubnetIds"]["Default"] == ""
     redis_pattern = re.compile(params["RedisUrl"]["AllowedPattern"])
     assert redis_pattern.fullmatch("rediss+cluster://tickwork-x.serverless.use1.cache.amazonaws.com:6379")
+    assert redis_pattern.fullmatch("")
     assert not redis_pattern.fullmatch("https://example.com")
+    secret_pattern = re.compile(params["DatabaseSecretArn"]["AllowedPattern"])
+    assert secret_pattern.fullmatch("") and secret_pattern.fullmatch(
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:rds!db-0a1b2c3d-AbCdEf")
+    assert not secret_pattern.fullmatch("postgresql://u:p@h:5432/d")
 
 
 def test_poller_can_invoke_the_executor(template: dict[str, Any]) -> None:
@@ -215,7 +271,6 @@ def _covers(route: tuple[str, str], wanted: tuple[str, str]) -> bool:
 def test_http_api_routes_cover_the_api(resources: dict[str, Any]) -> None:
     api = resources["HttpApi"]
     assert api["Type"] == "AWS::Serverless::HttpApi"
-    assert "Auth" not in api.get("Properties", {}), "auth is done in ApiFunction, not by an authorizer"
     routes = []
     defaults = 0
     for event in resources["ApiFunction"]["Properties"]["Events"].values():
@@ -231,6 +286,34 @@ def test_http_api_routes_cover_the_api(resources: dict[str, Any]) -> None:
     assert not missing, f"routes {routes} do not cover {missing}"
     # /openapi.json and unknown paths reach the function, so they get the API's error shape.
     assert defaults == 1
+
+
+def test_guided_deploy_finds_authentication_on_every_api_event(resources: dict[str, Any]) -> None:
+    # sam deploy --guided asks "<function> has no authentication. Is this okay?" for each HttpApi event
+    # that has no Auth of its own and whose API has no Auth (samcli/commands/deploy/auth_utils.py);
+    # refusing aborts the deploy, so with every default accepted no event may prompt.
+    api_has_auth = bool(resources["HttpApi"]["Properties"].get("Auth"))
+    for name in serverless_functions(resources):
+        for event_name, event in resources[name]["Properties"].get("Events", {}).items():
+            if event["Type"] in ("Api", "HttpApi"):
+                assert event["Properties"].get("Auth") or api_has_auth, (name, event_name)
+
+
+def test_every_route_but_the_public_default_goes_through_the_authorizer(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    body = resources["HttpApi"]["Properties"]["Body"]
+    scheme = body["components"]["securitySchemes"]["ApiKeyAuthorizer"]["x-amazon-apigateway-authorizer"]
+    assert scheme["type"] == "request" and scheme["enableSimpleResponses"] is True
+    assert scheme["authorizerPayloadFormatVersion"] == "2.0"
+    assert scheme["identitySource"] == ["$request.header.Authorization"]
+    assert 0 < scheme["authorizerResultTtlInSeconds"] <= 60  # a short cache
+    assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["ApiFunction", "Arn"]}
+    security = {(path, method): op.get("security") for path, ops in body["paths"].items() for method, op in ops.items()}
+    assert security.pop(("$default", "x-amazon-apigateway-any-method")) == [{"NONE": []}]
+    assert len(security) == 8 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
+    permission = resources["HttpApiApiKeyAuthorizerAuthorizerPermission"]["Properties"]
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+    assert permission["SourceArn"]["Fn::Sub"][0].endswith("/authorizers/*")
 
 
 def test_route_coverage_rule_is_strict() -> None:
@@ -283,11 +366,18 @@ def test_state_machine_loops_over_the_poller(resources: dict[str, Any], template
     assert any(states[n]["Type"] in ("Succeed", "Fail") or states[n].get("End") for n in seen)
 
 
+def schedules_of(resources: dict[str, Any], target: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in resources.values()
+            if r["Type"] == "AWS::Scheduler::Schedule" and r["Properties"]["Target"]["Arn"] == target]
+
+
 def test_tick_loops_restart_every_minute_and_overlap(resources: dict[str, Any], template: dict[str, Any]) -> None:
     props = resources["TickLoop"]["Properties"]
-    schedules = [e for e in props["Events"].values() if e["Type"] in ("Schedule", "ScheduleV2")]
-    assert len(schedules) == 1
-    assert schedules[0]["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert "Events" not in props, "the schedule is its own resource, so it can wait for the migration"
+    (schedule,) = schedules_of(resources, {"Ref": "TickLoop"})
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert schedule["Properties"]["State"] == {"Ref": "TickLoopState"}
+    assert schedule["Properties"]["Target"]["RetryPolicy"]["MaximumEventAgeInSeconds"] == 60
     loop = template["Parameters"]["TickLoopSeconds"]
     # Each loop must outlive the 60 s restart period (overlap) and end before Express kills it.
     assert 60 < loop["MinValue"] <= loop["Default"] <= loop["MaxValue"] < EXPRESS_MAX_SECONDS
@@ -296,18 +386,18 @@ def test_tick_loops_restart_every_minute_and_overlap(resources: dict[str, Any], 
 
 
 def test_maintenance_runs_every_minute_on_the_poller(resources: dict[str, Any], template: dict[str, Any]) -> None:
-    events = resources["PollerFunction"]["Properties"]["Events"]
-    schedules = [e for e in events.values() if e["Type"] in ("Schedule", "ScheduleV2")]
-    assert len(schedules) == 1
-    props = schedules[0]["Properties"]
+    assert "Events" not in resources["PollerFunction"]["Properties"]
+    (schedule,) = schedules_of(resources, {"Fn::GetAtt": ["PollerFunction", "Arn"]})
+    props = schedule["Properties"]
     assert props["ScheduleExpression"] == "rate(1 minute)"
     # The handler routes on the same event the handler tests use.
-    assert json.loads(props["Input"]) == json.loads((ROOT / "events/poller_maintenance.json").read_text())
+    assert json.loads(props["Target"]["Input"]) == json.loads((ROOT / "events/poller_maintenance.json").read_text())
+    assert props["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
     # A pass that is late or failed is superseded by the next one: nobody should queue or retry it.
     config = function_props(template, "PollerFunction")["EventInvokeConfig"]
     assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 60
-    # Two overlapping tick loops plus the pass must fit in the poller's reserved concurrency.
-    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] >= 3
+    # A new account's quota (10) accepts no reservation: the default reserves nothing, production does.
+    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] == 0
 
 
 # ------------------------------------------------------------------------------ logs, outputs
@@ -330,12 +420,280 @@ def test_outputs(template: dict[str, Any]) -> None:
     assert outputs["StateMachineArn"]["Value"] == {"Ref": "TickLoop"}
 
 
-def test_samconfig_defaults() -> None:
-    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
-    assert config["default"]["global"]["parameters"]["stack_name"] == "tickwork"
-    deploy = config["default"]["deploy"]["parameters"]
+def test_the_create_tenant_command_invokes_the_api_function_with_the_admin_event(template: dict[str, Any]) -> None:
+    from tickwork.admin import is_admin_event
+
+    command = template["Outputs"]["CreateTenantCommand"]["Value"]["Fn::Sub"]
+    assert command.startswith("aws lambda invoke --region ${AWS::Region} --function-name ${ApiFunction} ")
+    assert "--cli-binary-format raw-in-base64-out" in command  # AWS CLI v2 otherwise expects base64
+    payload = json.loads(re.search(r"--payload '([^']*)'", command).group(1))  # type: ignore[union-attr]
+    assert payload == json.loads((ROOT / "events/api_admin_create_tenant.json").read_text())
+    assert is_admin_event(payload)
+
+
+def _overrides(section: dict[str, Any]) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in section["deploy"]["parameters"].get("parameter_overrides", []))
+
+
+@pytest.fixture(scope="module")
+def samconfig() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "samconfig.toml").read_text())
+
+
+def test_samconfig_defaults(samconfig: dict[str, Any]) -> None:
+    assert samconfig["default"]["global"]["parameters"]["stack_name"] == "tickwork"
+    deploy = samconfig["default"]["deploy"]["parameters"]
     assert deploy["capabilities"] == "CAPABILITY_IAM"
     assert deploy["resolve_s3"] is True
     assert deploy["region"]
-    overrides = " ".join(deploy.get("parameter_overrides", []))
-    assert "DatabaseUrl" not in overrides, "secrets do not belong in samconfig.toml"
+    # `sam deploy` without --config-env is the dev environment, spelled out so the two cannot drift.
+    assert samconfig["dev"] == samconfig["default"]
+
+
+@pytest.mark.parametrize("environment", ["default", "dev", "prod"])
+def test_samconfig_overrides_are_valid_template_parameters(template: dict[str, Any], samconfig: dict[str, Any],
+                                                           environment: str) -> None:
+    params = template["Parameters"]
+    overrides = _overrides(samconfig[environment])
+    for name, value in overrides.items():
+        spec = params[name]
+        if "AllowedValues" in spec:
+            assert value in [str(v) for v in spec["AllowedValues"]], (name, value)
+        if spec["Type"] == "Number":
+            assert spec.get("MinValue", float("-inf")) <= int(value) <= spec.get("MaxValue", float("inf")), name
+    assert not {"DatabaseHost", "DatabaseSecretArn", "RedisUrl"} & set(overrides), "endpoints are per account"
+
+
+def test_samconfig_prod_is_protected_and_dev_fits_a_new_account(samconfig: dict[str, Any]) -> None:
+    dev, prod = _overrides(samconfig["dev"]), _overrides(samconfig["prod"])
+    assert dev["Stage"] == "dev" and dev["PollerReservedConcurrency"] == "0"
+    assert prod["Stage"] == "prod" and prod["NatGateways"] == "PerAz"
+    assert int(prod["PollerReservedConcurrency"]) >= 3  # two overlapping loops plus the maintenance pass
+    assert samconfig["prod"]["global"]["parameters"]["stack_name"] != samconfig["dev"]["global"]["parameters"]["stack_name"]
+    assert samconfig["prod"]["deploy"]["parameters"]["confirm_changeset"] is True
+
+
+# ------------------------------------------------------------------------ network and data stores
+
+
+def _conditional(resources: dict[str, Any], condition: str) -> set[str]:
+    return {name for name, res in resources.items() if res.get("Condition") == condition}
+
+
+def test_a_new_vpc_spans_two_azs_with_private_and_public_subnets(resources: dict[str, Any]) -> None:
+    subnets = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::EC2::Subnet"}
+    assert set(subnets) == {"PublicSubnetA", "PublicSubnetB", "PrivateSubnetA", "PrivateSubnetB"}
+    assert {n for n in subnets if resources[n]["Condition"] == "CreateNetwork"} == set(subnets)
+    for side, index in (("A", 0), ("B", 1)):
+        for kind in ("Public", "Private"):
+            assert subnets[f"{kind}Subnet{side}"]["AvailabilityZone"] == {"Fn::Select": [index, {"Fn::GetAZs": ""}]}
+    blocks = [json.dumps(p["CidrBlock"]) for p in subnets.values()]
+    assert len(set(blocks)) == 4
+    # Private subnets leave through a NAT gateway (the executor's outbound HTTPS), public ones through the IGW.
+    routes = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::EC2::Route"}
+    assert routes["PublicRoute"]["GatewayId"] == {"Ref": "InternetGateway"}
+    assert routes["PrivateRouteA"]["NatGatewayId"] == {"Ref": "NatGatewayA"}
+    assert routes["PrivateRouteB"]["NatGatewayId"] == {"Fn::If": ["NatPerAz", {"Ref": "NatGatewayB"}, {"Ref": "NatGatewayA"}]}
+    for private in ("A", "B"):
+        association = resources[f"PrivateSubnet{private}RouteTable"]["Properties"]
+        assert association == {"SubnetId": {"Ref": f"PrivateSubnet{private}"}, "RouteTableId": {"Ref": f"PrivateRouteTable{private}"}}
+    assert resources["NatGatewayA"]["Properties"]["SubnetId"] == {"Ref": "PublicSubnetA"}
+    assert resources["NatGatewayB"]["Properties"]["SubnetId"] == {"Ref": "PublicSubnetB"}
+
+
+def test_one_nat_gateway_by_default_one_per_az_as_an_option(template: dict[str, Any]) -> None:
+    resources = template["Resources"]
+    nat = {n for n, r in resources.items() if r["Type"] == "AWS::EC2::NatGateway"}
+    assert _conditional(resources, "NatPerAz") >= {"NatGatewayB", "NatAddressB"}
+    assert resources["NatGatewayA"]["Condition"] == "CreateNetwork" and nat == {"NatGatewayA", "NatGatewayB"}
+    assert template["Parameters"]["NatGateways"]["Default"] == "Single"
+    assert template["Conditions"]["NatPerAz"] == {
+        "Fn::And": [{"Condition": "CreateNetwork"}, {"Fn::Equals": [{"Ref": "NatGateways"}, "PerAz"]}]}
+
+
+def _rules(resources: dict[str, Any], kind: str, group: str) -> list[dict[str, Any]]:
+    inline = resources[group]["Properties"].get("SecurityGroupEgress" if kind == "Egress" else "SecurityGroupIngress", [])
+    separate = [r["Properties"] for r in resources.values()
+                if r["Type"] == f"AWS::EC2::SecurityGroup{kind}" and r["Properties"]["GroupId"] == {"Ref": group}]
+    return list(inline) + separate
+
+
+FUNCTIONS_SG = {"Fn::If": ["CreateNetwork", {"Ref": "FunctionSecurityGroup"}, {"Fn::Select": [0, {"Ref": "SecurityGroupIds"}]}]}
+
+
+@pytest.mark.parametrize("group,port", [("DatabaseSecurityGroup", 5432), ("CacheSecurityGroup", 6379)])
+def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[str, Any], group: str, port: int) -> None:
+    (ingress,) = _rules(resources, "Ingress", group)
+    assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", port, port)
+    assert ingress["SourceSecurityGroupId"] == FUNCTIONS_SG and "CidrIp" not in ingress
+    # The default allow-all egress is replaced by a rule that matches nothing.
+    (egress,) = _rules(resources, "Egress", group)
+    assert egress["CidrIp"] == "127.0.0.1/32" and egress["IpProtocol"] == "icmp"
+
+
+def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resources: dict[str, Any]) -> None:
+    assert _rules(resources, "Ingress", "FunctionSecurityGroup") == []
+    egress = _rules(resources, "Egress", "FunctionSecurityGroup")
+    to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
+    assert to_internet == [80, 443]
+    to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
+    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup")}
+    assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
+    assert len(egress) == 4
+
+
+def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:
+    database = resources["Database"]
+    props = database["Properties"]
+    assert database["Type"] == "AWS::RDS::DBInstance" and database["Condition"] == "CreateDatabase"
+    assert props["Engine"] == "postgres"
+    assert props["EngineVersion"] == {"Ref": "DatabaseEngineVersion"}
+    assert props["ManageMasterUserPassword"] is True and "MasterUserPassword" not in props
+    assert props["StorageEncrypted"] is True and props["PubliclyAccessible"] is False
+    assert props["BackupRetentionPeriod"] == {"Ref": "DatabaseBackupRetentionDays"}
+    assert props["DeletionProtection"] == {"Fn::If": ["IsProduction", True, False]}
+    assert database["DeletionPolicy"] == "Snapshot" and database["UpdateReplacePolicy"] == "Snapshot"
+    assert props["VPCSecurityGroups"] == [{"Ref": "DatabaseSecurityGroup"}]
+    assert resources["DatabaseSubnetGroup"]["Properties"]["SubnetIds"] == {
+        "Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+
+
+def test_database_parameters_allow_postgres_16_or_later(template: dict[str, Any]) -> None:
+    version = template["Parameters"]["DatabaseEngineVersion"]
+    assert all(int(v) >= 16 for v in version["AllowedValues"]) and version["Default"] in version["AllowedValues"]
+    assert template["Parameters"]["DatabaseBackupRetentionDays"]["MinValue"] >= 1
+    assert template["Conditions"]["IsProduction"] == {"Fn::Equals": [{"Ref": "Stage"}, "prod"]}
+
+
+def test_cache_is_serverless_valkey_in_the_private_subnets(template: dict[str, Any], resources: dict[str, Any]) -> None:
+    cache = resources["Cache"]
+    assert cache["Type"] == "AWS::ElastiCache::ServerlessCache" and cache["Condition"] == "CreateServerlessCache"
+    props = cache["Properties"]
+    assert props["Engine"] == "valkey"
+    assert props["SubnetIds"] == {"Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+    assert props["SecurityGroupIds"] == [{"Ref": "CacheSecurityGroup"}]
+    assert template["Parameters"]["CacheType"]["Default"] == "Serverless"
+    assert template["Conditions"]["CreateServerlessCache"] == {
+        "Fn::And": [{"Condition": "CreateCache"}, {"Fn::Equals": [{"Ref": "CacheType"}, "Serverless"]}]}
+
+
+def test_node_based_cache_option_is_valkey_with_tls_and_cluster_mode(template: dict[str, Any],
+                                                                      resources: dict[str, Any]) -> None:
+    cache = resources["NodeCache"]
+    assert cache["Type"] == "AWS::ElastiCache::ReplicationGroup" and cache["Condition"] == "CreateNodeCache"
+    props = cache["Properties"]
+    assert props["Engine"] == "valkey" and props["ClusterMode"] == "Enabled"
+    assert props["TransitEncryptionEnabled"] is True and props["TransitEncryptionMode"] == "required"
+    assert props["AtRestEncryptionEnabled"] is True
+    assert props["AutomaticFailoverEnabled"] is True and props["MultiAZEnabled"] is True
+    assert template["Parameters"]["CacheReplicas"]["MinValue"] >= 1  # Multi-AZ needs a replica
+    assert props["SecurityGroupIds"] == [{"Ref": "CacheSecurityGroup"}]
+    assert props["CacheSubnetGroupName"] == {"Ref": "CacheSubnetGroup"}
+    assert resources["CacheSubnetGroup"]["Properties"]["SubnetIds"] == {
+        "Fn::If": ["CreateNetwork", PRIVATE_SUBNETS, {"Ref": "SubnetIds"}]}
+    assert template["Conditions"]["CreateNodeCache"] == {
+        "Fn::And": [{"Condition": "CreateCache"}, {"Fn::Equals": [{"Ref": "CacheType"}, "Nodes"]}]}
+
+
+# ------------------------------------------------------------------------------------------- IAM
+
+
+def _statements(transformed: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for name, res in transformed["Resources"].items():
+        props = res.get("Properties", {})
+        documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        if res["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
+            documents.append(props["PolicyDocument"])
+        for document in documents:
+            found.extend((name, statement) for statement in document["Statement"])
+    return found
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_no_iam_action_is_a_wildcard(transformed: dict[str, Any]) -> None:
+    statements = _statements(transformed)
+    assert len(statements) >= 5
+    for name, statement in statements:
+        for action in _as_list(statement["Action"]):
+            assert "*" not in action, (name, statement)
+
+
+def test_only_account_level_apis_get_resource_star(transformed: dict[str, Any]) -> None:
+    # Step Functions' log delivery APIs take no resource ARN: AWS requires "*" for them.
+    account_level = {"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
+                     "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
+                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups"}
+    for name, statement in _statements(transformed):
+        if statement.get("Resource") == "*":
+            assert set(_as_list(statement["Action"])) <= account_level, (name, statement)
+
+
+def test_every_function_may_read_only_the_database_secret(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    (statement,) = resources["DatabaseSecretReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert statement["Resource"] == {"Fn::If": [
+        "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Fn::Sub": "${DatabaseSecretArn}"}]}
+    attached = {"Ref": "DatabaseSecretReadPolicy"}
+    for function in FUNCTIONS:
+        role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
+
+
+# ------------------------------------------------------------------------------- deploy ordering
+
+
+def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: dict[str, Any]) -> None:
+    from tickwork.provisioning import MIGRATION_RESOURCE_TYPE
+
+    migration = resources["SchemaMigration"]
+    assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the poller accepts
+    props = migration["Properties"]
+    assert props["ServiceToken"] == {"Fn::GetAtt": ["PollerFunction", "Arn"]}
+    # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
+    assert props["CodeVersion"] == {"Ref": "CommonLayer"}
+    assert 60 <= props["ServiceTimeout"] <= 3600
+    # The poller reads its secret through the NAT and connects through the security groups: every
+    # route, association and rule on that path must exist before it is called.
+    waits = {item["Fn::If"][1]["Ref"]: item["Fn::If"][0] for item in props["NetworkReady"]}
+    assert all(item["Fn::If"][2] == {"Ref": "AWS::NoValue"} for item in props["NetworkReady"])
+    on_the_path = {name: res.get("Condition") for name, res in resources.items() if res["Type"] in (
+        "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SubnetRouteTableAssociation",
+        "AWS::EC2::Route") and "Public" not in name}
+    assert waits == on_the_path
+
+
+def test_nothing_is_scheduled_before_the_migration(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    schedules = {n: r for n, r in resources.items() if r["Type"] in ("AWS::Scheduler::Schedule", "AWS::Events::Rule")}
+    assert set(schedules) == {"TickLoopSchedule", "MaintenanceSchedule"}
+    for name, schedule in schedules.items():
+        assert _as_list(schedule.get("DependsOn", [])) == ["SchemaMigration"], name
+    # The scheduler's role may start the loop and invoke the poller, nothing more.
+    role = resources["SchedulerRole"]["Properties"]
+    statements = role["Policies"][0]["PolicyDocument"]["Statement"]
+    assert {(s["Action"], json.dumps(s["Resource"])) for s in statements} == {
+        ("states:StartExecution", json.dumps({"Ref": "TickLoop"})),
+        ("lambda:InvokeFunction", json.dumps({"Fn::GetAtt": ["PollerFunction", "Arn"]})),
+    }
+    for name in schedules:
+        assert resources[name]["Properties"]["Target"]["RoleArn"] == {"Fn::GetAtt": ["SchedulerRole", "Arn"]}
+
+
+def test_an_existing_network_must_be_described_completely(template: dict[str, Any]) -> None:
+    rules = template["Rules"]
+    uses_subnets = {"Fn::Not": [{"Fn::Contains": [{"Ref": "SubnetIds"}, ""]}]}
+    groups = rules["ExistingSubnetsNeedSecurityGroups"]
+    assert groups["RuleCondition"] == uses_subnets
+    assert groups["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Contains": [{"Ref": "SecurityGroupIds"}, ""]}]}
+    vpc = rules["ExistingSubnetsNeedTheirVpcForNewDataStores"]
+    assert vpc["RuleCondition"]["Fn::And"] == [uses_subnets, {"Fn::Or": [
+        {"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}, {"Fn::Equals": [{"Ref": "RedisUrl"}, ""]}]}]
+    assert vpc["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "VpcId"}, ""]}]}
+    secret = rules["ExistingDatabaseNeedsItsSecret"]
+    assert secret["RuleCondition"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseHost"}, ""]}]}
+    assert secret["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseSecretArn"}, ""]}]}

@@ -28,6 +28,9 @@ DEFAULT_SWEEP_AFTER_SECONDS = 60
 # Executor Lambda timeout (180 s) minus the longest request (120 s): an attempt older than its request
 # timeout plus this cannot still be running anywhere.
 DEFAULT_LOST_MARGIN_SECONDS = 60
+DEFAULT_DATABASE_PORT = 5432
+# RDS PostgreSQL 15+ refuses unencrypted connections.
+DEFAULT_DATABASE_SSLMODE = "require"
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -62,15 +65,21 @@ class Settings:
     reconcile_grace_seconds: int = DEFAULT_RECONCILE_GRACE_SECONDS
     sweep_after_seconds: int = DEFAULT_SWEEP_AFTER_SECONDS
     lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
+    # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
+    database_secret_arn: str = ""
+    database_host: str = ""
+    database_port: int = DEFAULT_DATABASE_PORT
+    database_name: str = ""
+    database_sslmode: str = DEFAULT_DATABASE_SSLMODE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        missing = [name for name in ("DATABASE_URL", "REDIS_URL") if not env.get(name)]
-        if missing:
-            raise ConfigurationError(f"missing environment variable(s): {', '.join(missing)}")
+        _require_database(env)
+        if not env.get("REDIS_URL"):
+            raise ConfigurationError("missing environment variable(s): REDIS_URL")
         return cls(
-            database_url=env["DATABASE_URL"],
+            database_url=env.get("DATABASE_URL", ""),
             redis_url=env["REDIS_URL"],
             namespace=env.get("TICKWORK_NAMESPACE") or DEFAULT_NAMESPACE,
             executor_function_name=env.get("EXECUTOR_FUNCTION_NAME", ""),
@@ -86,4 +95,17 @@ class Settings:
             reconcile_grace_seconds=_int(env, "TICKWORK_RECONCILE_GRACE_SECONDS", DEFAULT_RECONCILE_GRACE_SECONDS),
             sweep_after_seconds=_int(env, "TICKWORK_SWEEP_AFTER_SECONDS", DEFAULT_SWEEP_AFTER_SECONDS),
             lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
+            database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
+            database_host=env.get("DATABASE_HOST", ""),
+            database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),
+            database_name=env.get("DATABASE_NAME", ""),
+            database_sslmode=env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE,
         )
+
+
+def _require_database(env: Mapping[str, str]) -> None:
+    if env.get("DATABASE_SECRET_ARN"):
+        if not env.get("DATABASE_HOST"):
+            raise ConfigurationError("DATABASE_HOST is required with DATABASE_SECRET_ARN")
+    elif not env.get("DATABASE_URL"):
+        raise ConfigurationError("missing environment variable(s): DATABASE_URL or DATABASE_SECRET_ARN")

@@ -55,9 +55,12 @@ def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float]
     """A pool whose `clock` (seconds, any origin) tells how long a connection sat idle."""
     from psycopg_pool import ConnectionPool
 
+    from tickwork.dbcredentials import connection_class
+
     idle = _IdleCheck(clock)
     return ConnectionPool(
         settings.database_url,
+        connection_class=connection_class(settings),
         min_size=1,
         max_size=max_size,
         check=idle.check,

@@ -34,6 +34,12 @@ def create_api_key(conn: Any, tenant_id: str, token: str | None = None, name: st
     return token
 
 
+def find_tenant(conn: Any, name: str) -> str | None:
+    """The oldest tenant of that name (names are labels, not keys: the API never shows them)."""
+    row = conn.execute("SELECT id FROM tenants WHERE name = %s ORDER BY created_at LIMIT 1", (name,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def tenant_for_key(conn: Any, token: str) -> str | None:
     row = conn.execute(
         "SELECT tenant_id FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", (_digest(token),)
@@ -47,6 +53,5 @@ def ensure_bootstrap_key(conn: Any, token: str | None, tenant_name: str = "defau
         known = tenant_for_key(conn, token)
         if known:
             return known, token
-    row = conn.execute("SELECT id FROM tenants WHERE name = %s ORDER BY created_at LIMIT 1", (tenant_name,)).fetchone()
-    tenant_id = str(row[0]) if row else create_tenant(conn, tenant_name)
+    tenant_id = find_tenant(conn, tenant_name) or create_tenant(conn, tenant_name)
     return tenant_id, create_api_key(conn, tenant_id, token, name="bootstrap")
