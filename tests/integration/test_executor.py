@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 from tests.conftest import Target
 from tests.integration.helpers import attempts, due_index, executions, insert_job
 from tickwork.executor import Executor, http_client
-from tickwork.invoker import ThreadPoolInvoker
 from tickwork.models import Dispatch, executor_event
 from tickwork.poller import Poller
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, build_services
+from tickwork_local.executors import ThreadPoolInvoker
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 

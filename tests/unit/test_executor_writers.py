@@ -1,20 +1,20 @@
-"""The executor's per-process gate: responses are read once no group of the process is writing."""
+"""The local runtime's per-process gate: responses are read once no group of the process is writing."""
 from __future__ import annotations
 
 import threading
 import time
 
-from tickwork.executor import _Writers
+from tickwork_local.sending import Writers
 
 
 def test_reading_goes_ahead_at_once_when_no_group_is_writing() -> None:
     started = time.monotonic()
-    _Writers().wait_until_none(2.0)
+    Writers().wait_until_none(2.0)
     assert time.monotonic() - started < 0.05
 
 
 def test_reading_waits_for_the_last_writer_to_finish() -> None:
-    writers, released = _Writers(), threading.Event()
+    writers, released = Writers(), threading.Event()
 
     def write_for_a_while() -> None:
         with writers.held(), writers.held():  # two groups writing at once
@@ -30,7 +30,7 @@ def test_reading_waits_for_the_last_writer_to_finish() -> None:
 
 
 def test_reading_never_waits_longer_than_its_cap() -> None:
-    writers = _Writers()
+    writers = Writers()
     with writers.held():
         started = time.monotonic()
         writers.wait_until_none(0.1)
