@@ -51,6 +51,8 @@ def http_client() -> delivery.Connections:
 
 @dataclass
 class Executor:
+    """The per-run core of one invocation, and the RunSteps (tickwork.interfaces) its Sender calls."""
+
     svc: Services
     http: delivery.Connections
     clock: Callable[[], float] = time.time
@@ -68,7 +70,7 @@ class Executor:
         # Runs of jobs that allow overlap, and retries, start now; the rest are judged at their instant.
         with self.svc.db.connection() as conn:
             started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
-        if len(dispatches) == 1:
+        if len(dispatches) == 1:  # nothing to overlap: no Sender, no threads
             return [self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))]
         return _Group(self, dispatches, started).run()
 
