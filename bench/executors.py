@@ -9,8 +9,9 @@ queue's feeder thread), so a tick never waits for the children.
 
 ProcessExecutors is Tickwork's executor Lambda on such processes: the parent groups dispatches as the
 real invoker does (tickwork.invoker.group_dispatches) and sends each group as the executor's event;
-each child decodes it and runs tickwork.executor.handle_event against its own Services. The baseline
-runs its per-job tasks on the same kind of processes (bench/baseline_0cron.py).
+each child decodes it and runs tickwork.executor.handle_event against its own Services, which send
+through the local runtime's GatedSender (a child runs many invocations at once, as `make dev` does).
+The baseline runs its per-job tasks on the same kind of processes (bench/baseline_0cron.py).
 
 Children report back on a second queue: ready, every item done (with how many runs), and at close the
 warnings they logged (a LogTally) and how many lines Tickwork wrote to their stdout (EMF metrics),
@@ -248,19 +249,19 @@ class _ExecutorLambda:
 
     def __init__(self, arg: tuple[Settings, int]) -> None:
         from tickwork.wiring import build_services
+        from tickwork_local.sending import GatedSender
 
         settings, db_pool_size = arg
-        self.svc = build_services(settings, db_pool_size=db_pool_size)
+        self.svc = build_services(settings, db_pool_size=db_pool_size, sender=GatedSender())
 
     def handle(self, event: dict[str, Any]) -> None:
         from tickwork.executor import handle_event
-        from tickwork.invoker import logger
         from tickwork.models import dispatches_from_event
 
         try:
             handle_event(self.svc, dispatches_from_event(event))
         except Exception:  # as ThreadPoolInvoker does: Lambda would log it the same way
-            logger.exception("executor invocation failed")
+            log.exception("executor invocation failed")
 
     def close(self) -> None:
         self.svc.close()

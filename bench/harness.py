@@ -28,13 +28,15 @@ from tickwork import scheduling
 from tickwork.db import migrate
 from tickwork.dueindex import DueIndex
 from tickwork.executor import handle_event
-from tickwork.invoker import ThreadPoolInvoker
+from tickwork.interfaces import Sender
 from tickwork.models import Dispatch, dispatches_from_event
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import from_ms
 from tickwork.wiring import Services, build_services
+
+from tickwork_local.executors import ThreadPoolInvoker
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -105,8 +107,8 @@ class Workspace:
         """A key inside this run's namespace (the baseline keeps its own keys here too)."""
         return "{" + self.namespace + "}:" + name
 
-    def services(self, invoker: Any = None, db_pool_size: int = 4) -> Services:
-        svc = build_services(self.settings, invoker=invoker, db_pool_size=db_pool_size)
+    def services(self, invoker: Any = None, db_pool_size: int = 4, sender: Sender | None = None) -> Services:
+        svc = build_services(self.settings, invoker=invoker, db_pool_size=db_pool_size, sender=sender)
         self._closers.append(svc.close)
         return svc
 
@@ -253,7 +255,8 @@ class RecordingInvoker:
 
 class InProcessExecutors:
     """The executor Lambda simulated in-process: ThreadPoolInvoker running tickwork.executor.handle_event
-    against its own Services (its own connection pool, as a separate Lambda would have)."""
+    against its own Services (its own connection pool, as a separate Lambda would have, and the local
+    runtime's GatedSender: many invocations share this process, as in `make dev`)."""
 
     def __init__(self, svc: Services, workers: int) -> None:
         self.svc = svc

@@ -14,6 +14,8 @@ from typing import Any
 
 from tickwork.poller import Poller, TickResult
 
+from tickwork_local.sending import GatedSender
+
 from bench.harness import (
     ONCE_A_DAY,
     InProcessExecutors,
@@ -45,7 +47,8 @@ class TickworkRig:
         if run_executors and executor_processes > 0:
             self.executors = ProcessExecutors(ws.settings, executor_processes, workers, db_pool_size)
         elif run_executors:
-            self.executors = InProcessExecutors(ws.services(db_pool_size=db_pool_size), workers)
+            svc = ws.services(db_pool_size=db_pool_size, sender=GatedSender())  # many invocations, one process
+            self.executors = InProcessExecutors(svc, workers)
         self.invoker = TimedInvoker(self.executors if self.executors is not None else RecordingInvoker())
         try:
             self.poller = Poller(ws.services(invoker=self.invoker, db_pool_size=POLLER_DB_POOL))

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
 
-from tickwork.invoker import ThreadPoolInvoker
+from tickwork.invoker import group_dispatches
+from tickwork.models import Dispatch, executor_event
 
 from tickwork_local.functions import LambdaFunction
 
@@ -13,6 +15,28 @@ logger = logging.getLogger(__name__)
 
 # Enough parallel executors for a burst of local jobs, far fewer threads than Lambda's concurrency.
 MAX_WORKERS = 64
+
+
+class ThreadPoolInvoker:
+    """The Invoker of one process: runs the executor handler on a pool of threads, like many concurrent
+    Lambdas (each thread one execution environment; see tickwork.executor.http_client)."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], Any], Any], max_workers: int = MAX_WORKERS) -> None:
+        self._handler = handler
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
+
+    def invoke(self, dispatches: Sequence[Dispatch]) -> None:
+        for group in group_dispatches(dispatches):
+            self._pool.submit(self._run, executor_event(group))
+
+    def _run(self, event: dict[str, Any]) -> None:
+        try:
+            self._handler(event, None)
+        except Exception:  # an executor failure must not kill the pool; Lambda would log it the same way
+            logger.exception("executor invocation failed")
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
 class ExecutorRunner:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tickwork.executor import _Writers
+from tickwork_local.sending import Writers
 
 # A cap no wait here comes near unless it wrongly waits for it: the verdicts do not depend on speed.
 LONG_CAP_SECONDS = 30.0
@@ -12,12 +12,12 @@ LONG_CAP_SECONDS = 30.0
 
 def test_reading_goes_ahead_at_once_when_no_group_is_writing() -> None:
     started = time.monotonic()
-    _Writers().wait_until_none(LONG_CAP_SECONDS)
+    Writers().wait_until_none(LONG_CAP_SECONDS)
     assert time.monotonic() - started < LONG_CAP_SECONDS / 2
 
 
 def test_reading_waits_for_the_last_writer_to_finish() -> None:
-    writers, writing, written = _Writers(), threading.Event(), threading.Event()
+    writers, writing, written = Writers(), threading.Event(), threading.Event()
 
     def write_for_a_while() -> None:
         with writers.held(), writers.held():  # two groups writing at once
@@ -35,7 +35,7 @@ def test_reading_waits_for_the_last_writer_to_finish() -> None:
 
 
 def test_reading_never_waits_longer_than_its_cap() -> None:
-    writers = _Writers()
+    writers = Writers()
     with writers.held():
         started = time.monotonic()
         writers.wait_until_none(0.1)

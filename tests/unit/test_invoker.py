@@ -10,9 +10,10 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tickwork.invoker import LambdaInvoker, ThreadPoolInvoker, group_dispatches
+from tickwork.invoker import LambdaInvoker, group_dispatches
 from tickwork.models import Dispatch, dispatches_from_event
 from tickwork.settings import DEFAULT_BATCH_SIZE
+from tickwork_local.executors import ThreadPoolInvoker
 
 
 def _function_zip() -> bytes:

@@ -43,7 +43,7 @@ USER_AGENT = "Tickwork/0.1"
 # Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
 DEFAULT_TIMEOUT_SECONDS = 30
 # Idle keep-alive connections kept per target: an execution environment runs one invocation at a time,
-# which sends at most executor.MAX_PARALLEL_SENDS (50) requests at once.
+# which sends at most sending.MAX_PARALLEL_SENDS (50) requests at once.
 MAX_IDLE_PER_TARGET = 64
 # Idle connections kept in all: each is an open file, and Lambda allows an environment 1,024. Beyond this
 # the least recently used target's oldest are closed.

@@ -2,26 +2,26 @@
 
 Everything that can happen before a run's instant does: the run is started in Postgres (one statement
 for the whole invocation), its target is checked and a keep-alive connection made ready. At the
-instant only the request is written; a group's writes happen in one thread, in instant order, so a
-burst of runs due together leaves within a few milliseconds instead of queueing behind each other's
-responses. Results are written as they arrive, many per statement, never held back for the slowest.
+instant only the request is written. How a group's runs are readied, sent and awaited is the
+environment's Sender (`svc.sender`, tickwork.interfaces); the executor is the per-run core around it:
+start, judge, decide, record, on its injected clock. Results are written as they arrive, many per
+statement, never held back for the slowest.
 """
 from __future__ import annotations
 
 import queue
-from contextlib import contextmanager
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
 from tickwork import delivery, metrics, retry
 from tickwork.dueindex import DueIndex
 from tickwork.errors import UnsafeTargetError
+from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.store import executions as store
 from tickwork.targets import resolve_public_addresses
@@ -32,12 +32,7 @@ logger = Logger(child=True)
 
 # The poller claims runs up to its lookahead early; anything further out is a clock problem, not a wait.
 MAX_EARLY_WAIT_SECONDS = 5.0
-# Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
-MAX_PARALLEL_SENDS = 50
-# The longest a response is left unread because other groups of the process are still writing (local runtime).
-MAX_READ_DEFER_SECONDS = 0.05
 
-Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it was sent, what happened
 Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 
 
@@ -56,6 +51,8 @@ def http_client() -> delivery.Connections:
 
 @dataclass
 class Executor:
+    """The per-run core of one invocation, and the RunSteps (tickwork.interfaces) its Sender calls."""
+
     svc: Services
     http: delivery.Connections
     clock: Callable[[], float] = time.time
@@ -73,7 +70,7 @@ class Executor:
         # Runs of jobs that allow overlap, and retries, start now; the rest are judged at their instant.
         with self.svc.db.connection() as conn:
             started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
-        if len(dispatches) == 1:
+        if len(dispatches) == 1:  # nothing to overlap: no Sender, no threads
             return [self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))]
         return _Group(self, dispatches, started).run()
 
@@ -199,54 +196,9 @@ def _log(run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, st
     })
 
 
-class _Writers:
-    """Groups of this process writing their instant's requests right now.
-
-    In Lambda a process runs one invocation, so this never waits on another. The local runtime runs many
-    in one process: there, reading responses waits until no group is writing, so that the writes, one
-    socket send each, are not queued behind the responses' parsing for the GIL.
-    """
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._count = 0
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        with self._changed:
-            self._count += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._count -= 1
-                if not self._count:
-                    self._changed.notify_all()
-
-    def wait_until_none(self, timeout: float) -> None:
-        with self._changed:
-            self._changed.wait_for(lambda: not self._count, timeout)
-
-
-_writing = _Writers()
-
-
-@dataclass
-class _Slot:
-    """One run of a group, between getting ready and being sent: whichever of its preparation and its
-    instant comes last sends it."""
-
-    dispatch: Dispatch
-    run: StartedExecution
-    prepared: delivery.Prepared | None = None
-    due: bool = False
-    sent_at: datetime | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
 class _Group:
-    """The runs of one invocation: readied in parallel, sent in instant order from one thread, their
-    responses awaited in parallel and their results written by one recorder thread as they arrive."""
+    """The runs of one invocation, sent by the environment's Sender, their results written by one
+    recorder thread as they arrive."""
 
     def __init__(self, executor: Executor, dispatches: Sequence[Dispatch], started: dict[str, StartedExecution]):
         self.executor = executor
@@ -255,26 +207,18 @@ class _Group:
         firsts = {d.execution_id: i for i, d in reversed(list(enumerate(dispatches)))}
         self.repeated = set(range(len(dispatches))) - set(firsts.values())  # positions answered 'duplicate'
         unique = [dispatches[i] for i in sorted(firsts.values())]
-        self.slots = sorted((_Slot(d, started[d.execution_id]) for d in unique if d.execution_id in started),
-                            key=lambda s: s.dispatch.fire_at_ms)
-        self.guarded = [d for d in unique if d.execution_id not in started]
+        ahead = sorted(((d, started[d.execution_id]) for d in unique if d.execution_id in started),
+                       key=lambda pair: pair[0].fire_at_ms)
+        self.group = Group(ahead, [d for d in unique if d.execution_id not in started])
         self.outcomes: dict[str, str] = {}
         self.results: queue.SimpleQueue[Result | None] = queue.SimpleQueue()
-        self.pool: ThreadPoolExecutor | None = None  # the group's threads, while it runs
         self.failure: Exception | None = None  # the first result write that failed, raised once all are done
 
     def run(self) -> list[str]:
-        # Threads per invocation: kept per environment instead, they measured slower in the local runtime.
         recorder = threading.Thread(target=self._record_results, name="recorder", daemon=True)
         recorder.start()
         try:
-            with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_SENDS, len(self.dispatches)),
-                                    thread_name_prefix="send") as pool:
-                self.pool = pool
-                futures = [pool.submit(self._prepare, slot) for slot in self.slots]
-                futures += [pool.submit(self._run_guarded, d) for d in self.guarded]
-                futures += self._send_in_order()
-                _wait_all(futures)
+            self.executor.svc.sender.send(self.executor, self.group, self)
         finally:
             self.results.put(None)
             recorder.join()
@@ -283,51 +227,11 @@ class _Group:
         return ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
                 for i, d in enumerate(self.dispatches)]
 
-    def _send_in_order(self) -> list[Future[Any]]:
-        """At each instant, send the runs due then that are ready; a run still getting ready is sent by
-        its preparation as soon as that ends. Responses are awaited only once the instant's runs are out."""
-        futures: list[Future[Any]] = []
-        i = 0
-        while i < len(self.slots):
-            instant = self.slots[i].dispatch.fire_at_ms
-            self.executor.wait_until(instant)
-            sent = []
-            with _writing.held():
-                while i < len(self.slots) and self.slots[i].dispatch.fire_at_ms == instant:
-                    slot = self.slots[i]
-                    with slot.lock:
-                        slot.due, ready = True, slot.prepared is not None
-                    if ready:
-                        self._send(slot)
-                        sent.append(slot)
-                    i += 1
-            assert self.pool is not None
-            futures += [self.pool.submit(self._complete, slot) for slot in sent]
-        return futures
+    def put(self, result: Result) -> None:
+        self.results.put(result)
 
-    def _prepare(self, slot: _Slot) -> None:
-        prepared = self.executor.prepare(slot.run)
-        with slot.lock:
-            slot.prepared, late = prepared, slot.due
-        if late:
-            self._send(slot)
-            self._complete(slot)
-
-    def _send(self, slot: _Slot) -> None:
-        assert slot.prepared is not None
-        slot.sent_at = self.executor.fire(slot.prepared)
-
-    def _complete(self, slot: _Slot) -> None:
-        assert slot.prepared is not None and slot.sent_at is not None
-        _writing.wait_until_none(MAX_READ_DEFER_SECONDS)
-        self.results.put((slot.run, slot.sent_at, slot.prepared.complete()))
-
-    def _run_guarded(self, dispatch: Dispatch) -> None:
-        result = self.executor.run_guarded(dispatch)
-        if isinstance(result, str):
-            self.outcomes[dispatch.execution_id] = result
-        else:
-            self.results.put(result)
+    def not_started(self, dispatch: Dispatch, reason: str) -> None:
+        self.outcomes[dispatch.execution_id] = reason
 
     def _record_results(self) -> None:
         """Write whatever results have arrived in one go, then the next lot: none waits for the slowest."""
@@ -351,13 +255,6 @@ class _Group:
         except Exception as exc:  # the runs stay `running`: the sweeper retries or ends them, as after a crash
             logger.exception("could not record attempts", extra={"execution_ids": [r[0].id for r in batch]})
             self.failure = self.failure or exc
-
-
-def _wait_all(futures: list[Future[Any]]) -> None:
-    """Wait for every task, futures added by callbacks included, and re-raise the first failure."""
-    wait(futures)
-    for future in futures:
-        future.result()
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:

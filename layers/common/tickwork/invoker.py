@@ -1,16 +1,16 @@
-"""How the poller hands due runs to executors: Lambda async invoke in AWS, a thread pool locally."""
+"""How the poller hands due runs to executors in AWS: Lambda asynchronous invoke, runs grouped under a burst.
+
+The local runtime's invoker, a thread pool, is tickwork_local.executors.ThreadPoolInvoker.
+"""
 from __future__ import annotations
 
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Sequence
 
-from aws_lambda_powertools import Logger
-
+from tickwork.interfaces import Invoker as Invoker  # re-exported: the poller imports it from here
 from tickwork.models import Dispatch, executor_event
-
-logger = Logger(child=True)
 
 # At normal load every run gets its own executor. Past this many dispatches in one hand-off (a burst),
 # runs are grouped so 10,000 due jobs need a few hundred executors, not 10,000.
@@ -21,16 +21,6 @@ INVOCATIONS_PER_BURST_BATCH = 10
 MAX_GROUP_SIZE = 50
 # Concurrent Invoke API calls from one poller: each is a ~10-30 ms round trip to Lambda.
 INVOKE_CONCURRENCY = 16
-
-
-class Invoker(Protocol):
-    """Hands dispatches to executors without waiting for them to run.
-
-    Contract: when `invoke` returns, every dispatch has been accepted for at-least-once execution;
-    when it raises, some may not have been, and the sweeper re-dispatches executions left `queued`.
-    """
-
-    def invoke(self, dispatches: Sequence[Dispatch]) -> None: ...
 
 
 def group_dispatches(dispatches: Sequence[Dispatch]) -> list[list[Dispatch]]:
@@ -62,24 +52,3 @@ class LambdaInvoker:
             InvocationType="Event",
             Payload=json.dumps(executor_event(group)).encode(),
         )
-
-
-class ThreadPoolInvoker:
-    """Local runtime: runs the executor handler on a pool of threads, like many concurrent Lambdas."""
-
-    def __init__(self, handler: Callable[[dict[str, Any], Any], Any], max_workers: int = 64) -> None:
-        self._handler = handler
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
-
-    def invoke(self, dispatches: Sequence[Dispatch]) -> None:
-        for group in group_dispatches(dispatches):
-            self._pool.submit(self._run, executor_event(group))
-
-    def _run(self, event: dict[str, Any]) -> None:
-        try:
-            self._handler(event, None)
-        except Exception:  # an executor failure must not kill the pool; Lambda would log it the same way
-            logger.exception("executor invocation failed")
-
-    def shutdown(self, wait: bool = True) -> None:
-        self._pool.shutdown(wait=wait, cancel_futures=not wait)

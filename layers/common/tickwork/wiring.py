@@ -1,16 +1,18 @@
 """Clients built once per execution environment and reused across warm invocations.
 
 Handlers call `services()`; the local runtime and the tests call `configure()` first to swap the edges
-(a thread-pool invoker instead of Lambda, a test database) without touching the handlers.
+(a thread-pool invoker instead of Lambda, its own Sender, a test database) without touching the handlers.
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tickwork.invoker import Invoker, LambdaInvoker
+from tickwork.interfaces import Invoker, Sender
+from tickwork.invoker import LambdaInvoker
+from tickwork.sending import BoundedSender
 from tickwork.settings import Settings
 
 
@@ -20,6 +22,7 @@ class Services:
     db: Any  # psycopg_pool.ConnectionPool
     redis: Any  # redis.Redis or redis.cluster.RedisCluster
     invoker: Invoker | None = None
+    sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
 
     def close(self) -> None:
         self.db.close()
@@ -80,12 +83,15 @@ def connect_redis(settings: Settings) -> Any:
     return redis.Redis.from_url(settings.redis_url, decode_responses=True)
 
 
-def build_services(settings: Settings, invoker: Invoker | None = None, db_pool_size: int = 4) -> Services:
+def build_services(
+    settings: Settings, invoker: Invoker | None = None, db_pool_size: int = 4, sender: Sender | None = None,
+) -> Services:
     if invoker is None and settings.executor_function_name:
         import boto3
 
         invoker = LambdaInvoker(boto3.client("lambda"), settings.executor_function_name)
-    return Services(settings, connect_db(settings, db_pool_size), connect_redis(settings), invoker)
+    return Services(settings, connect_db(settings, db_pool_size), connect_redis(settings), invoker,
+                    sender or BoundedSender())
 
 
 def services() -> Services:

@@ -1,0 +1,87 @@
+"""The interfaces between Tickwork's core and the edges a runtime swaps, with their contracts.
+
+An `Invoker` hands due runs to executors (the poller's edge); a `Sender` sends one invocation's group
+of runs (the executor's edge). The Lambda implementations are tickwork.invoker.LambdaInvoker and
+tickwork.sending.BoundedSender; the local runtime's, for many invocations in one process, live in
+tickwork_local. The core takes them from its Services and never asks which runtime it is in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, Sequence
+
+from tickwork import delivery
+from tickwork.models import Dispatch, StartedExecution
+
+Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it was sent, what happened
+
+
+class Invoker(Protocol):
+    """Hands dispatches to executors without waiting for them to run.
+
+    Contract: when `invoke` returns, every dispatch has been accepted for at-least-once execution;
+    when it raises, some may not have been, and the sweeper re-dispatches executions left `queued`.
+    """
+
+    def invoke(self, dispatches: Sequence[Dispatch]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Group:
+    """The runs of one invocation of several, each named once."""
+
+    ahead: list[tuple[Dispatch, StartedExecution]]  # started before their instant, in instant order
+    at_instant: list[Dispatch]  # of jobs that forbid overlap: judged at their instant, by `run_guarded`
+
+    def __len__(self) -> int:
+        return len(self.ahead) + len(self.at_instant)
+
+
+class RunSteps(Protocol):
+    """The executor's steps for one run, which a Sender calls from any of its threads."""
+
+    def prepare(self, run: StartedExecution) -> delivery.Prepared:
+        """Check the target and ready a connection; a refused or unreachable target is a Prepared
+        whose outcome is that failure, not an exception."""
+        ...
+
+    def wait_until(self, fire_at_ms: int) -> None:
+        """Sleep until the instant, on the executor's clock; returns at once if it has passed."""
+        ...
+
+    def fire(self, prepared: delivery.Prepared) -> datetime:
+        """Write the request now; returns the moment it was sent (the attempt's start)."""
+        ...
+
+    def run_guarded(self, dispatch: Dispatch) -> Result | str:
+        """At its instant, judge a run not started ahead; if it starts, ready it, send it and await
+        its response. Returns its result, or why it did not start."""
+        ...
+
+
+class Results(Protocol):
+    """Where a Sender hands over what each run came to; the executor records results as they arrive."""
+
+    def put(self, result: Result) -> None: ...
+
+    def not_started(self, dispatch: Dispatch, reason: str) -> None: ...
+
+
+class Sender(Protocol):
+    """Sends the runs of one invocation's group: readies them, sends each at its instant, awaits
+    their responses. A group of one run never reaches a Sender: the executor runs it in its own thread.
+
+    Contract: `send` returns once every run of `group` has been handed to `results`. Each run of
+    `group.ahead` is readied with `steps.prepare`, sent with `steps.fire` no earlier than
+    `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
+    `results.put`; each run of `group.at_instant` goes through `steps.run_guarded` into `results.put`
+    or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and
+    runs due at one instant are written together, none waiting for another's response. If a step
+    raises, `send` raises the first such error once the runs already under way are done.
+
+    One Sender serves every invocation of its execution environment (several at once where the
+    runtime runs them in one process), so it keeps nothing of a group once `send` returns.
+    """
+
+    def send(self, steps: RunSteps, group: Group, results: Results) -> None: ...
