@@ -17,7 +17,6 @@ from tickwork.models import Dispatch, executor_event
 from tickwork.poller import Poller
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, build_services
-from tickwork_local.executors import ThreadPoolInvoker
 
 # Every executor here runs on a FakeClock from T0: the verdicts hold on any date and at any speed.
 # The wall-clock tests are in test_executor_realtime.py.

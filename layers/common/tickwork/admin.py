@@ -31,7 +31,7 @@ def handle_admin(pool: Any, event: Mapping[str, Any]) -> dict[str, Any]:
         return create_tenant_with_key(pool, _tenant_name(event.get("name")))
     except TickworkError as exc:
         response = tickwork_error(exc)
-        return {"statusCode": response.status_code, **response.body}
+        return {"statusCode": response.status_code, **(response.body or {})}
 
 
 def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:

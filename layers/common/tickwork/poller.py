@@ -20,7 +20,7 @@ from aws_lambda_powertools import Logger
 from tickwork import metrics, scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex
 from tickwork.errors import ConfigurationError, ScheduleError
-from tickwork.invoker import Invoker
+from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.policy import SlotPlan
 from tickwork.reconcile import StepLimits, index_jobs, rebuild_step
