@@ -130,7 +130,7 @@ GATE_TIMEOUT_SECONDS = 30.0
 class Target:
     """A real HTTP server on loopback that records every request and answers from a script of statuses."""
 
-    def __init__(self, idle_timeout: float | None = None) -> None:
+    def __init__(self) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -150,7 +150,6 @@ class Target:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as most webhook endpoints
-            timeout = idle_timeout  # a connection idle this long is closed by the server
 
             def setup(self) -> None:
                 super().setup()

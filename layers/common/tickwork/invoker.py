@@ -9,7 +9,6 @@ import math
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
-from tickwork.interfaces import Invoker as Invoker  # re-exported: the poller imports it from here
 from tickwork.models import Dispatch, executor_event
 
 # At normal load every run gets its own executor. Past this many dispatches in one hand-off (a burst),

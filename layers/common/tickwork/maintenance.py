@@ -45,7 +45,6 @@ TICK_MS = 1000
 # A pass that finds the index not whole helps rebuild it this long, leaving the sweep and retention
 # the rest of the poller Lambda's 10 s; ticks go on with the rebuild in between.
 REBUILD = StepLimits(seconds=5.0)
-# What the executor uses when a job's request sets no timeout.
 
 
 @dataclass
