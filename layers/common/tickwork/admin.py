@@ -35,11 +35,19 @@ def handle_admin(pool: Any, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:
-    with pool.connection() as conn, conn.transaction():
-        if tenants.find_tenant(conn, name) is not None:
-            raise _NameTakenError("a tenant of that name exists already; its keys cannot be shown again")
-        tenant_id = tenants.create_tenant(conn, name)
-        token = tenants.create_api_key(conn, tenant_id, name="bootstrap")
+    from psycopg.errors import UniqueViolation
+
+    try:
+        with pool.connection() as conn, conn.transaction():
+            if tenants.find_tenant(conn, name) is not None:
+                raise _name_taken()
+            tenant_id = tenants.create_tenant(conn, name)
+            token = tenants.create_api_key(conn, tenant_id, name="bootstrap")
+    except UniqueViolation as exc:
+        # A concurrent call created the name between our check and our insert: the index decided.
+        if exc.diag.constraint_name != "tenants_name_unique":
+            raise
+        raise _name_taken() from None
     logger.info("tenant created", extra={"tenant_id": tenant_id})
     return {"tenant_id": tenant_id, "name": name, "api_key": token,
             "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
@@ -47,6 +55,11 @@ def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:
 
 class _NameTakenError(ConflictError):
     field = "name"
+
+
+def _name_taken() -> _NameTakenError:
+    return _NameTakenError("a tenant of that name (compared without case) exists already; its keys cannot be "
+                           "shown again")
 
 
 def _tenant_name(raw: Any) -> str:

@@ -18,6 +18,7 @@ def new_api_token() -> str:
 
 
 def create_tenant(conn: Any, name: str) -> str:
+    """Raises psycopg.errors.UniqueViolation if a tenant has that name already, in any case."""
     tenant_id = str(uuid.uuid4())
     conn.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (tenant_id, name))
     return tenant_id
@@ -35,8 +36,8 @@ def create_api_key(conn: Any, tenant_id: str, token: str | None = None, name: st
 
 
 def find_tenant(conn: Any, name: str) -> str | None:
-    """The oldest tenant of that name (names are labels, not keys: the API never shows them)."""
-    row = conn.execute("SELECT id FROM tenants WHERE name = %s ORDER BY created_at LIMIT 1", (name,)).fetchone()
+    """The tenant of that name, compared without case as the unique index does (migration 0004)."""
+    row = conn.execute("SELECT id FROM tenants WHERE lower(name) = lower(%s)", (name,)).fetchone()
     return None if row is None else str(row[0])
 
 
