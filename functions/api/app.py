@@ -8,17 +8,26 @@ from typing import Any
 from tickwork.admin import handle_admin, is_admin_event
 from tickwork.api import app
 from tickwork.authorizer import authorize, is_authorizer_event
+from tickwork.logs import function_logger, with_lambda_context
 from tickwork.wiring import services
 
 # The resolver keeps the current request in shared state. Lambda sends one request at a time per
 # environment; the local runtime's threaded server does not, so requests take turns here too.
 _one_request_at_a_time = threading.Lock()
 
+logger = function_logger()
 
+
+@with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_event(event):
         return handle_admin(services().db, event)
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:
-        return app.resolve(event, context)
+        response = app.resolve(event, context)
+    # The path, never the query string or headers: they may carry a key.
+    http = event.get("requestContext", {}).get("http", {})
+    logger.info("request answered",
+                extra={"method": http.get("method"), "path": event.get("rawPath"), "status": response.get("statusCode")})
+    return response

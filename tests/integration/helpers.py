@@ -12,7 +12,7 @@ from tickwork import scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.executor import Executor, http_client
 from tickwork.store import jobs as jobs_store
-from tickwork.store.tenants import create_tenant
+from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.wiring import Services
 
 
@@ -26,7 +26,7 @@ def insert_job(
     job_id = str(uuid.uuid4())
     request = {"method": method, "url": url, "headers": headers or {}, "body": body, "timeout_seconds": 5}
     with svc.db.connection() as conn:
-        tenant_id = tenant_id or create_tenant(conn, "t")
+        tenant_id = tenant_id or find_tenant(conn, "t") or create_tenant(conn, "t")
         conn.execute(
             "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, request, retry, status, next_run_at)"
             " VALUES (%s, %s, %s, %s, 'UTC', %s, %s, %s, %s)",

@@ -1,0 +1,64 @@
+"""The functions' logs: one JSON object per line on stdout (CloudWatch keeps each as one event).
+
+Each handler module creates the parent Logger (`function_logger`) and wraps its handler in
+`with_lambda_context`. The modules' `Logger(child=True)` records propagate to it, so every line carries
+`service` and the invocation's `function_name`, `function_request_id` and `cold_start`, plus the ids the
+module passed in `extra` (`job_id`, `execution_id`, `attempt`, `lag_ms`...).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from typing import Any, Callable, TypeVar
+
+from aws_lambda_powertools import Logger
+
+Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
+
+
+class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to sys.stdout as it is at each record, not as it was when the handler module was imported
+    (a test's capture, or an interpreter's, may replace it in between)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def function_logger(handler: logging.Handler | None = None, formatter: Any = None) -> Logger:
+    """The parent Logger of the function's process, for the service POWERTOOLS_SERVICE_NAME names:
+    JSON lines on stdout unless a `handler` (and a Powertools `formatter`) is given.
+
+    A later call in the same process (the local runtime loads all three functions) returns a Logger on
+    the one already set up, whatever it is given: a runtime that sets it up first (tickwork_local's
+    console) keeps its own output.
+    """
+    service = os.environ["POWERTOOLS_SERVICE_NAME"]  # tickwork/__init__.py gives it a default
+    if getattr(logging.getLogger(service), "init", False):
+        return Logger(service=service)
+    return Logger(service=service, logger_handler=handler or _CurrentStdout(), logger_formatter=formatter)
+
+
+def with_lambda_context(logger: Logger) -> Callable[[Handler], Handler]:
+    """The handler, adding the Lambda context's fields (Powertools' inject_lambda_context) to every line
+    logged during an invocation. Called without a context (tests, scripts), it just runs the handler."""
+
+    def decorate(handler: Handler) -> Handler:
+        injected = logger.inject_lambda_context(handler)
+
+        @functools.wraps(handler)
+        def run(event: Any, context: Any) -> Any:
+            return handler(event, context) if context is None else injected(event, context)
+
+        return run  # type: ignore[return-value]
+
+    return decorate
