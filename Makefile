@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded test-shifted lint bench clean
+.PHONY: dev test test-embedded test-shifted lint bench lock clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,13 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+## Re-resolve the layer's lock file (layers/common/requirements.txt, which `sam build` installs) from
+## pyproject's dependencies, for the Lambda runtime: CPython 3.13 on arm64, every file's hash. Pins already
+## in the lock are kept; `make lock UPGRADE=--upgrade` moves them all to the newest allowed. Needs PyPI.
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile pyproject.toml --python-version 3.13 --python-platform aarch64-manylinux2014 \
+		--generate-hashes --custom-compile-command "make lock" $(UPGRADE) -o layers/common/requirements.txt
 
 clean:
 	rm -rf $(VENV) .venv-* .tickwork .pytest_cache

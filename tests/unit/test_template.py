@@ -242,12 +242,6 @@ def _requirement_lines(text: str) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
 
 
-def test_layer_requirements_mirror_pyproject() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    layer = _requirement_lines((ROOT / "layers/common/requirements.txt").read_text())
-    assert sorted(layer) == sorted(project["dependencies"])
-
-
 def test_function_requirements_add_nothing_beyond_the_layer() -> None:
     for directory in FUNCTIONS.values():
         path = ROOT / "functions" / directory / "requirements.txt"
