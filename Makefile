@@ -11,6 +11,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+## aws-sam-cli for the `sam build` tests (tests/packaging), in a venv of its own: it pins its own boto3, cfn-lint
+## and aws-sam-translator, which the dev venv must not inherit.
+.venv-sam/.installed:
+	$(PYTHON) -m venv .venv-sam
+	.venv-sam/bin/pip install --quiet 'aws-sam-cli>=1.120'
+	touch $@
+
 ## Run Tickwork locally: API on 127.0.0.1:3000, poller ticking every second, executors in a thread pool.
 dev: $(STAMP)
 	$(PY) -m tickwork_local
