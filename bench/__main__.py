@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, idle, rebuild, steady
+from bench import baseline_0cron, burst, coldstart, idle, rebuild, steady
 from bench.harness import LineSink, Servers, capture_logs
 from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
 from bench.target import Target
 
-PHASES = ("burst", "steady", "idle", "rebuild", "schedule")
+PHASES = ("burst", "steady", "idle", "rebuild", "schedule", "coldstart")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -49,6 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "as Lambda gives each its own environment; 0: threads of the poller's process, "
                              "as `make dev` runs them (default 2, this machine's cores). A full run also "
                              "measures steady with 0, Tickwork only")
+    parser.add_argument("--coldstart-samples", type=int, default=9,
+                        help="fresh interpreters per handler and side in the cold-start benchmark")
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
     parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
     return parser.parse_args(argv)
@@ -271,6 +273,10 @@ def _main(argv: list[str], out: Any) -> int:
         print(f"rebuild ({args.rebuild_jobs:,} jobs) ...", flush=True, file=out)
         results["rebuild"] = rebuild.run(srv, args.rebuild_jobs, args.rebuild_due_jobs, not args.no_rebuild_baseline)
         rows += rebuild_rows(results["rebuild"])
+    if "coldstart" in phases:
+        print(f"cold start ({args.coldstart_samples} samples per handler and side) ...", flush=True, file=out)
+        results["coldstart"] = coldstart.run(args.coldstart_samples)
+        rows += coldstart.rows(results["coldstart"])
     schedule_table = ""
     if "schedule" in phases:
         print("schedule maths ...", flush=True, file=out)

@@ -6,7 +6,6 @@ import threading
 from typing import Any
 
 from tickwork.admin import handle_admin, is_admin_event
-from tickwork.api import app
 from tickwork.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
 from tickwork.wiring import services
@@ -25,9 +24,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:
-        response = app.resolve(event, context)
+        response = _resolver().resolve(event, context)
     # The path, never the query string or headers: they may carry a key.
     http = event.get("requestContext", {}).get("http", {})
     logger.info("request answered",
                 extra={"method": http.get("method"), "path": event.get("rawPath"), "status": response.get("statusCode")})
     return response
+
+
+def _resolver() -> Any:
+    """The routes, their models and the OpenAPI machinery: loaded by the first HTTP request, not at import,
+    so an environment that only authorizes (or runs an admin operation) never pays for them."""
+    from tickwork.api.app import app
+
+    return app

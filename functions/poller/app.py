@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 from tickwork.logs import function_logger, with_lambda_context
-from tickwork.maintenance import handle_maintenance
 from tickwork.poller import handle_tick
 from tickwork.provisioning import checkout_seconds, handle_custom_resource, is_custom_resource_event, migrate_schema
 from tickwork.wiring import services
@@ -19,5 +18,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_custom_resource_event(event):
         return handle_custom_resource(event, lambda: migrate_schema(services().db, checkout_seconds(context)))
     if event.get("task") == "maintenance":
+        from tickwork.maintenance import handle_maintenance  # every few minutes: not on a tick's cold start
+
         return handle_maintenance(services(), time.time)
     return handle_tick(services(), time.time)

@@ -10,7 +10,6 @@ from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 
-from tickwork.api.errors import tickwork_error
 from tickwork.errors import ConflictError, InvalidInputError, TickworkError
 from tickwork.store import tenants
 
@@ -30,6 +29,8 @@ def handle_admin(pool: Any, event: Mapping[str, Any]) -> dict[str, Any]:
             raise InvalidInputError("admin", "unknown admin action; the one there is: create-tenant")
         return create_tenant_with_key(pool, _tenant_name(event.get("name")))
     except TickworkError as exc:
+        from tickwork.api.errors import tickwork_error  # the API's error shape, without loading the API first
+
         response = tickwork_error(exc)
         return {"statusCode": response.status_code, **(response.body or {})}
 

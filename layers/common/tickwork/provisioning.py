@@ -5,10 +5,10 @@ included (a raised error would leave the deploy hanging until the resource's Ser
 """
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Callable, Mapping
 
-import urllib3
 from aws_lambda_powertools import Logger
 
 from tickwork.db import migrate
@@ -22,7 +22,12 @@ MAX_REASON_CHARS = 1000
 RESPONSE_MARGIN_SECONDS = 3.0
 DEFAULT_CHECKOUT_SECONDS = 30.0
 
-_http = urllib3.PoolManager(retries=urllib3.Retry(total=3, backoff_factor=0.5), timeout=urllib3.Timeout(total=5.0))
+@functools.cache
+def _http() -> Any:
+    """Made on the first deploy-time event only: a tick never needs urllib3 (cold start)."""
+    import urllib3
+
+    return urllib3.PoolManager(retries=urllib3.Retry(total=3, backoff_factor=0.5), timeout=urllib3.Timeout(total=5.0))
 
 
 def is_custom_resource_event(event: Mapping[str, Any]) -> bool:
@@ -42,7 +47,7 @@ def migrate_schema(pool: Any, timeout: float) -> list[str]:
 
 
 def handle_custom_resource(event: Mapping[str, Any], migrate_now: Callable[[], list[str]],
-                           http: Any = _http) -> dict[str, Any]:
+                           http: Any = None) -> dict[str, Any]:
     """Run the request (Create/Update migrate, Delete keeps the data) and send CloudFormation the outcome."""
     physical_id = event.get("PhysicalResourceId") or f"{event['LogicalResourceId']}-schema"
     try:
@@ -51,7 +56,7 @@ def handle_custom_resource(event: Mapping[str, Any], migrate_now: Callable[[], l
     except Exception as exc:  # every failure must reach CloudFormation, whatever raised it
         logger.exception("custom resource request failed", extra={"request_type": event.get("RequestType")})
         response = _response(event, physical_id, "FAILED", _reason(exc), {})
-    _send(http, str(event["ResponseURL"]), response)
+    _send(http or _http(), str(event["ResponseURL"]), response)
     return response
 
 

@@ -1,6 +1,3 @@
-"""The management API (powertools APIGatewayHttpResolver); `functions/api/app.py` resolves events with `app`."""
-from __future__ import annotations
-
-from tickwork.api.app import app
-
-__all__ = ["app"]
+"""The management API (powertools APIGatewayHttpResolver): `functions/api/app.py` resolves HTTP events with
+`tickwork.api.app.app`. Importing the package loads none of it, so the authorizer and the admin operation,
+which use only a few of its modules, start without the routes, their models and the OpenAPI machinery."""

@@ -1,0 +1,124 @@
+"""Cold start: how long importing each function's handler module takes on Python 3.13, as Lambda imports
+it (`app.handler`, before any `services()`), today's code beside the baseline commit's in the same run.
+
+Each sample is a fresh interpreter started with -S -E (no site, no environment), whose path is laid out
+as Lambda's: the function's folder (/var/task), the layer's `tickwork` tree (/opt/python), then the
+installed dependencies (a 3.13 virtualenv's site-packages, standing in for the layer's). Only the
+import is timed, not the interpreter's own start. Samples of the two sides alternate, so a busy moment
+of the machine falls on both. One discarded sample per side and function first writes the bytecode
+caches (Lambda has them only if the build ships them: both sides alike here).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.report import ROOT
+
+BASELINE_COMMIT = "203af8c"
+FUNCTIONS = ("api", "poller", "executor")
+TARGET_MS = 250.0
+_SAMPLE = """
+import sys, time
+sys.path[:0] = {path!r}
+started, cpu = time.perf_counter(), time.process_time()
+import app
+print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000)
+"""
+# Wall time is what Lambda's init costs on an idle CPU; on a shared, busy machine it mostly measures the
+# queue for a core, so the process's own CPU time is reported beside it.
+
+
+def python313() -> tuple[str, str]:
+    """The 3.13 interpreter and the site-packages holding the dependencies: .venv-3.13 (make
+    .venv-3.13/.installed VENV=.venv-3.13 PYTHON=...), else this interpreter if it is 3.13."""
+    venv = ROOT / ".venv-3.13"
+    candidates = [str(venv / "bin" / "python")] if (venv / "bin" / "python").exists() else []
+    if sys.version_info[:2] == (3, 13):
+        candidates.append(sys.executable)
+    for candidate in candidates:
+        purelib = subprocess.run([candidate, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        return candidate, purelib
+    found = glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13"))
+    hint = f" (make .venv-3.13/.installed VENV=.venv-3.13 PYTHON={found[0]})" if found else ""
+    raise SystemExit(f"coldstart needs Python 3.13 with Tickwork's dependencies: no .venv-3.13{hint}")
+
+
+def checkout(commit: str, into: Path) -> Path:
+    """`git archive <commit>` of the function and layer folders, unpacked under `into`."""
+    archive = into / "baseline.tar"
+    with archive.open("wb") as out:
+        subprocess.run(["git", "archive", commit, "functions", "layers/common"], cwd=ROOT, stdout=out, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / commit, filter="data")
+    return into / commit
+
+
+def sample(python: str, tree: Path, function: str, site_packages: str) -> tuple[float, float]:
+    """One fresh interpreter importing `app` of `tree`/functions/`function`; returns (wall, CPU) ms."""
+    path = [str(tree / "functions" / function), str(tree / "layers" / "common"), site_packages]
+    env = {"PATH": os.environ.get("PATH", ""), "POWERTOOLS_SERVICE_NAME": "tickwork", "LOG_LEVEL": "INFO"}
+    done = subprocess.run([python, "-S", "-E", "-c", _SAMPLE.format(path=path)], env=env, capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"importing {tree}/functions/{function}/app.py failed:\n{done.stderr}")
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    ordered = sorted(samples)
+    return {"n": len(ordered), "p50": statistics.median(ordered),
+            "p90": ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))], "samples": ordered}
+
+
+def run(samples: int = 9, baseline: str = BASELINE_COMMIT) -> dict[str, Any]:
+    python, site_packages = python313()
+    with tempfile.TemporaryDirectory(prefix="tickwork-coldstart-") as tmp:
+        old = checkout(baseline, Path(tmp))
+        trees = {"tickwork": ROOT, "baseline": old}
+        results: dict[str, Any] = {"python": python, "baseline_commit": baseline, "functions": {}}
+        for function in FUNCTIONS:
+            for tree in trees.values():
+                sample(python, tree, function, site_packages)  # writes the bytecode caches; not counted
+            taken: dict[str, list[tuple[float, float]]] = {side: [] for side in trees}
+            for _ in range(samples):
+                for side, tree in trees.items():
+                    taken[side].append(sample(python, tree, function, site_packages))
+            results["functions"][function] = {
+                side: {"wall_ms": summary([w for w, _ in values]), "cpu_ms": summary([c for _, c in values])}
+                for side, values in taken.items()}
+    results["python_version"] = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                                               capture_output=True, text=True, check=True).stdout.strip()
+    return results
+
+
+def rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
+    from bench.report import ms, ratio, verdict
+
+    out: list[tuple[str, ...]] = [(
+        f"Cold start: import of each handler module on Python {r['python_version']}, fresh interpreter per sample "
+        f"({r['functions']['api']['tickwork']['wall_ms']['n']} each, alternating); baseline column: commit "
+        f"{r['baseline_commit']}, same run",)]
+    for function, sides in r["functions"].items():
+        new, old = sides["tickwork"], sides["baseline"]
+        for kind, label in (("wall_ms", "wall"), ("cpu_ms", "CPU")):
+            a, b = new[kind], old[kind]
+            out.append((f"functions/{function}/app.py import, {label} p50 / p90", f"{ms(a['p50'])} / {ms(a['p90'])}",
+                        f"{ms(b['p50'])} / {ms(b['p90'])}", ratio(a["p50"], b["p50"]) + " (p50)",
+                        verdict(a["p50"], TARGET_MS, ms) + " (p50)"))
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(), indent=1))
