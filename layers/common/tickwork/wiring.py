@@ -98,7 +98,8 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            _services = build_services(Settings.from_env())
+            settings = Settings.from_env()
+            _services = build_services(settings, db_pool_size=settings.db_pool_size)
         return _services
 
 
