@@ -163,8 +163,9 @@ def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, 
         # a password or a URL that could carry one.
         assert env["DATABASE_SECRET_ARN"] == {"Fn::If": [
             "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Ref": "DatabaseSecretArn"}]}
-        assert env["DATABASE_HOST"] == {"Fn::If": [
-            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}
+        # RDS Proxy's endpoint when it is on (tests/unit/test_template_operations.py checks that side).
+        assert env["DATABASE_HOST"] == {"Fn::If": ["UseProxy", {"Fn::GetAtt": ["DatabaseProxy", "Endpoint"]}, {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}]}
         assert env["DATABASE_PORT"] == {"Fn::If": [
             "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, {"Ref": "DatabasePort"}]}
         assert env["DATABASE_NAME"] == {"Ref": "DatabaseName"}, name
@@ -523,7 +524,9 @@ FUNCTIONS_SG = {"Fn::If": ["CreateNetwork", {"Ref": "FunctionSecurityGroup"}, {"
 
 @pytest.mark.parametrize("group,port", [("DatabaseSecurityGroup", 5432), ("CacheSecurityGroup", 6379)])
 def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[str, Any], group: str, port: int) -> None:
-    (ingress,) = _rules(resources, "Ingress", group)
+    # With RdsProxy=Enabled the database also accepts the proxy (tests/unit/test_template_operations.py).
+    (ingress,) = [r for r in _rules(resources, "Ingress", group)
+                  if r["SourceSecurityGroupId"] != {"Ref": "DatabaseProxySecurityGroup"}]
     assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", port, port)
     assert ingress["SourceSecurityGroupId"] == FUNCTIONS_SG and "CidrIp" not in ingress
     # The default allow-all egress is replaced by a rule that matches nothing.
@@ -537,9 +540,10 @@ def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resou
     to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
     assert to_internet == [80, 443]
     to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
-    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup")}
+    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup"),
+                         (5432, "DatabaseProxySecurityGroup")}
     assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
-    assert len(egress) == 4
+    assert len(egress) == 5
 
 
 def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:
@@ -663,7 +667,7 @@ def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: di
     assert all(item["Fn::If"][2] == {"Ref": "AWS::NoValue"} for item in props["NetworkReady"])
     on_the_path = {name: res.get("Condition") for name, res in resources.items() if res["Type"] in (
         "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SubnetRouteTableAssociation",
-        "AWS::EC2::Route") and "Public" not in name}
+        "AWS::EC2::Route", "AWS::RDS::DBProxyTargetGroup") and "Public" not in name}
     assert waits == on_the_path
 
 

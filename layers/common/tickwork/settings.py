@@ -81,6 +81,9 @@ class Settings:
     # Only set with a verifying sslmode: with a root file present, libpq's "require" verifies the CA too.
     database_sslrootcert: str = ""
     db_pool_size: int = DEFAULT_DB_POOL_SIZE
+    # psycopg prepares a statement run 5 times on a connection; RDS Proxy pins such a session to one
+    # database connection, so the template turns this off behind the proxy.
+    db_prepared_statements: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -115,6 +118,7 @@ class Settings:
             database_sslmode=sslmode,
             database_sslrootcert=_sslrootcert(env, sslmode),
             db_pool_size=_int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
+            db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
         )
 
 
