@@ -606,7 +606,9 @@ def _statements(transformed: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     found = []
     for name, res in transformed["Resources"].items():
         props = res.get("Properties", {})
-        documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        # A policy only some parameters want is an Fn::If of a policy and AWS::NoValue: check both sides.
+        policies = [branch for p in props.get("Policies", []) for branch in (p["Fn::If"][1:] if "Fn::If" in p else [p])]
+        documents = [p["PolicyDocument"] for p in policies if p != {"Ref": "AWS::NoValue"}]
         if res["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
             documents.append(props["PolicyDocument"])
         for document in documents:
@@ -627,10 +629,13 @@ def test_no_iam_action_is_a_wildcard(transformed: dict[str, Any]) -> None:
 
 
 def test_only_account_level_apis_get_resource_star(transformed: dict[str, Any]) -> None:
-    # Step Functions' log delivery APIs take no resource ARN: AWS requires "*" for them.
+    # Step Functions' log delivery APIs and X-Ray's write APIs (Tracing=Active) take no resource ARN:
+    # AWS requires "*" for them.
     account_level = {"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
                      "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
-                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups"}
+                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+                     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+                     "xray:GetSamplingTargets"}
     for name, statement in _statements(transformed):
         if statement.get("Resource") == "*":
             assert set(_as_list(statement["Action"])) <= account_level, (name, statement)
