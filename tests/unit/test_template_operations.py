@@ -379,3 +379,22 @@ def test_the_dashboard_and_topic_are_outputs(default: Stack) -> None:
     outputs = default.template["Outputs"]
     assert outputs["OperatorTopicArn"]["Value"] == TOPIC
     assert "${Dashboard}" in outputs["DashboardUrl"]["Value"]["Fn::Sub"]
+
+
+def test_the_prod_environment_reserves_a_budget_its_instance_class_holds() -> None:
+    import tomllib
+
+    from tests.unit.test_template import ROOT, _overrides
+
+    prod = _overrides(tomllib.loads((ROOT / "samconfig.toml").read_text())["prod"])
+    stack = Stack(**prod)
+    resources = stack.resources()
+    budget = 0
+    for function, reserved in (("ApiFunction", "ApiReservedConcurrency"), ("PollerFunction", "PollerReservedConcurrency"),
+                               ("ExecutorFunction", "ExecutorReservedConcurrency")):
+        props = resources[function]["Properties"]
+        assert stack.value(props["ReservedConcurrentExecutions"]) == prod[reserved], function
+        budget += int(prod[reserved]) * int(stack.value(props["Environment"]["Variables"]["TICKWORK_DB_POOL_SIZE"]))
+    assert prod["DatabaseInstanceClass"] == "db.t4g.small"
+    small_max_connections = (2 << 30) // 9531392
+    assert budget <= small_max_connections - 3 - 20, budget
