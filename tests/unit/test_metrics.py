@@ -27,3 +27,33 @@ def test_nothing_recorded_leaves_nothing_to_flush() -> None:
     metrics.flush()
     metrics.record_attempts([])
     assert _recorded() == {}
+
+
+def _every_record_call() -> None:
+    """Each record_* function with values that make it emit everything it can."""
+    from types import SimpleNamespace
+
+    metrics.record_tick(SimpleNamespace(locked=True, dispatched=3, missed=1, rebuilt=True))
+    metrics.record_backlog(0)
+    metrics.record_attempts([(status, 1, 2) for status in metrics.ATTEMPT_STATUSES])
+    for reason in ("duplicate", "skipped", "waiting", "anything else"):
+        metrics.record_not_started(reason)
+    metrics.record_maintenance(SimpleNamespace(rewound=1, redispatched=1, retried=1, lost=1, pruned=1))
+
+
+def test_names_lists_exactly_what_the_record_functions_can_emit() -> None:
+    """The template's dashboard and alarms are checked against NAMES: it must be neither short nor padded."""
+    metrics.flush()
+    _every_record_call()
+    assert set(_recorded()) == metrics.NAMES
+
+
+def test_a_locked_tick_counts_one_tick_and_the_backlog_is_recorded_even_when_zero() -> None:
+    from types import SimpleNamespace
+
+    metrics.flush()
+    metrics.record_tick(SimpleNamespace(locked=False, dispatched=0, missed=0, rebuilt=False))
+    assert _recorded() == {}
+    metrics.record_tick(SimpleNamespace(locked=True, dispatched=0, missed=0, rebuilt=False))
+    metrics.record_backlog(0)
+    assert _recorded() == {"Ticks": ("Count", [1.0]), "DueBacklog": ("Count", [0.0])}

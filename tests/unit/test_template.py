@@ -163,8 +163,9 @@ def test_every_function_gets_the_shared_environment_and_vpc(template: dict[str, 
         # a password or a URL that could carry one.
         assert env["DATABASE_SECRET_ARN"] == {"Fn::If": [
             "CreateDatabase", {"Fn::GetAtt": ["Database", "MasterUserSecret.SecretArn"]}, {"Ref": "DatabaseSecretArn"}]}
-        assert env["DATABASE_HOST"] == {"Fn::If": [
-            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}
+        # RDS Proxy's endpoint when it is on (tests/unit/test_template_operations.py checks that side).
+        assert env["DATABASE_HOST"] == {"Fn::If": ["UseProxy", {"Fn::GetAtt": ["DatabaseProxy", "Endpoint"]}, {"Fn::If": [
+            "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]}, {"Ref": "DatabaseHost"}]}]}
         assert env["DATABASE_PORT"] == {"Fn::If": [
             "CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Port"]}, {"Ref": "DatabasePort"}]}
         assert env["DATABASE_NAME"] == {"Ref": "DatabaseName"}, name
@@ -517,7 +518,9 @@ FUNCTIONS_SG = {"Fn::If": ["CreateNetwork", {"Ref": "FunctionSecurityGroup"}, {"
 
 @pytest.mark.parametrize("group,port", [("DatabaseSecurityGroup", 5432), ("CacheSecurityGroup", 6379)])
 def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[str, Any], group: str, port: int) -> None:
-    (ingress,) = _rules(resources, "Ingress", group)
+    # With RdsProxy=Enabled the database also accepts the proxy (tests/unit/test_template_operations.py).
+    (ingress,) = [r for r in _rules(resources, "Ingress", group)
+                  if r["SourceSecurityGroupId"] != {"Ref": "DatabaseProxySecurityGroup"}]
     assert (ingress["IpProtocol"], ingress["FromPort"], ingress["ToPort"]) == ("tcp", port, port)
     assert ingress["SourceSecurityGroupId"] == FUNCTIONS_SG and "CidrIp" not in ingress
     # The default allow-all egress is replaced by a rule that matches nothing.
@@ -531,9 +534,10 @@ def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resou
     to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
     assert to_internet == [80, 443]
     to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
-    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup")}
+    assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup"),
+                         (5432, "DatabaseProxySecurityGroup")}
     assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
-    assert len(egress) == 4
+    assert len(egress) == 5
 
 
 def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:
@@ -596,7 +600,9 @@ def _statements(transformed: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
     found = []
     for name, res in transformed["Resources"].items():
         props = res.get("Properties", {})
-        documents = [p["PolicyDocument"] for p in props.get("Policies", [])]
+        # A policy only some parameters want is an Fn::If of a policy and AWS::NoValue: check both sides.
+        policies = [branch for p in props.get("Policies", []) for branch in (p["Fn::If"][1:] if "Fn::If" in p else [p])]
+        documents = [p["PolicyDocument"] for p in policies if p != {"Ref": "AWS::NoValue"}]
         if res["Type"] in ("AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"):
             documents.append(props["PolicyDocument"])
         for document in documents:
@@ -617,10 +623,13 @@ def test_no_iam_action_is_a_wildcard(transformed: dict[str, Any]) -> None:
 
 
 def test_only_account_level_apis_get_resource_star(transformed: dict[str, Any]) -> None:
-    # Step Functions' log delivery APIs take no resource ARN: AWS requires "*" for them.
+    # Step Functions' log delivery APIs and X-Ray's write APIs (Tracing=Active) take no resource ARN:
+    # AWS requires "*" for them.
     account_level = {"logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery",
                      "logs:DeleteLogDelivery", "logs:ListLogDeliveries", "logs:PutResourcePolicy",
-                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups"}
+                     "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+                     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+                     "xray:GetSamplingTargets"}
     for name, statement in _statements(transformed):
         if statement.get("Resource") == "*":
             assert set(_as_list(statement["Action"])) <= account_level, (name, statement)
@@ -657,7 +666,7 @@ def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: di
     assert all(item["Fn::If"][2] == {"Ref": "AWS::NoValue"} for item in props["NetworkReady"])
     on_the_path = {name: res.get("Condition") for name, res in resources.items() if res["Type"] in (
         "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SubnetRouteTableAssociation",
-        "AWS::EC2::Route") and "Public" not in name}
+        "AWS::EC2::Route", "AWS::RDS::DBProxyTargetGroup") and "Public" not in name}
     assert waits == on_the_path
 
 

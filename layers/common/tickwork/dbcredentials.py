@@ -46,6 +46,7 @@ class SecretCredentials:
         return make_conninfo(
             base, host=s.database_host, port=s.database_port, dbname=s.database_name or None,
             user=secret["username"], password=secret["password"], sslmode=s.database_sslmode,
+            sslrootcert=s.database_sslrootcert or None,
         )
 
     def connect(self, base: str, connect: Callable[[str], Conn]) -> Conn:

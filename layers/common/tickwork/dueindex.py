@@ -204,6 +204,10 @@ class DueIndex:
             entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
         return bool(flat[0]), entries
 
+    def count_due(self, max_score: int) -> int:
+        """How many entries (jobs, retries, manual runs) are due by `max_score`: one ZCOUNT, O(log n)."""
+        return int(self._redis.zcount(self.due_key, "-inf", max_score))
+
     def mark_built(self, built_at_ms: int) -> None:
         """Record that the index was rebuilt from Postgres: its absence later means Redis lost data."""
         self._redis.set(self.marker_key, built_at_ms)

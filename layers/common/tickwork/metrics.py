@@ -13,8 +13,24 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 NAMESPACE = "Tickwork"
+# Fixed here rather than read from POWERTOOLS_SERVICE_NAME, so every function's metrics carry the one
+# dimension the dashboard and alarms (template.yaml) select on, whatever name each function logs under.
+SERVICE = "tickwork"
 
-_metrics = Metrics(namespace=NAMESPACE)
+# The decisions of tickwork.retry.decide that end an attempt, each counted as Runs<Status>.
+ATTEMPT_STATUSES = ("succeeded", "failed", "retrying")
+_NOT_STARTED = {"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}
+_MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned")
+# Every metric name this module can emit: the template's dashboard and alarms may chart only these
+# (tests/unit/test_template.py checks it).
+NAMES = frozenset({
+    "Ticks", "DueBacklog", "Dispatched", "MissedRuns", "IndexRebuilds", "FireLag", "RequestDuration",
+    "RunsNotStarted", *_NOT_STARTED.values(),
+    *(f"Runs{status.capitalize()}" for status in ATTEMPT_STATUSES),
+    *(f"Maintenance{name.capitalize()}" for name in _MAINTENANCE),
+})
+
+_metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 # Grouped runs are executed on threads of one invocation; Powertools' metric set is a plain dict.
 _lock = threading.Lock()
 
@@ -26,9 +42,19 @@ def count(name: str, value: float = 1) -> None:
 
 
 def record_tick(result: Any) -> None:
+    """A tick that held the tick lock counts in Ticks (one that found another poller ticking does not:
+    that one counts); a minute without any is a stopped loop."""
+    count("Ticks", int(result.locked))
     count("Dispatched", result.dispatched)
     count("MissedRuns", result.missed)
     count("IndexRebuilds", int(result.rebuilt))
+
+
+def record_backlog(due: int) -> None:
+    """Index entries already due that a tick left behind (0 when it kept up): recorded even when 0, so
+    the dashboard shows a line rather than gaps."""
+    with _lock:
+        _metrics.add_metric(name="DueBacklog", unit=MetricUnit.Count, value=max(due, 0))
 
 
 def record_attempts(attempts: Sequence[tuple[str, int | None, int]]) -> None:
@@ -45,12 +71,11 @@ def record_attempts(attempts: Sequence[tuple[str, int | None, int]]) -> None:
 
 def record_not_started(reason: str) -> None:
     """A dispatch that did not run: a duplicate delivery, or an overlap policy's skip/wait."""
-    count({"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}.get(
-        reason, "RunsNotStarted"))
+    count(_NOT_STARTED.get(reason, "RunsNotStarted"))
 
 
 def record_maintenance(report: Any) -> None:
-    for name in ("rewound", "redispatched", "retried", "lost", "pruned"):
+    for name in _MAINTENANCE:
         count(f"Maintenance{name.capitalize()}", getattr(report, name))
 
 

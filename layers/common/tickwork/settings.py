@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from tickwork.errors import ConfigurationError
@@ -29,8 +30,14 @@ DEFAULT_SWEEP_AFTER_SECONDS = 60
 # timeout plus this cannot still be running anywhere.
 DEFAULT_LOST_MARGIN_SECONDS = 60
 DEFAULT_DATABASE_PORT = 5432
-# RDS PostgreSQL 15+ refuses unencrypted connections.
+# RDS PostgreSQL 15+ refuses unencrypted connections. The template sets verify-full for AWS (below).
 DEFAULT_DATABASE_SSLMODE = "require"
+# The CAs of RDS instances and RDS Proxy (certs/aws-postgres-ca-bundle.pem, shipped in the layer): the
+# root certificate file for sslmode verify-ca / verify-full unless DATABASE_SSLROOTCERT names another.
+AWS_POSTGRES_CA_BUNDLE = str(Path(__file__).with_name("certs") / "aws-postgres-ca-bundle.pem")
+# Connections one execution environment may open (its pool's maximum): see docs/deploy.md, "Connection
+# budget". The template sets it per function (TICKWORK_DB_POOL_SIZE).
+DEFAULT_DB_POOL_SIZE = 4
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -71,6 +78,12 @@ class Settings:
     database_port: int = DEFAULT_DATABASE_PORT
     database_name: str = ""
     database_sslmode: str = DEFAULT_DATABASE_SSLMODE
+    # Only set with a verifying sslmode: with a root file present, libpq's "require" verifies the CA too.
+    database_sslrootcert: str = ""
+    db_pool_size: int = DEFAULT_DB_POOL_SIZE
+    # psycopg prepares a statement run 5 times on a connection; RDS Proxy pins such a session to one
+    # database connection, so the template turns this off behind the proxy.
+    db_prepared_statements: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -78,6 +91,9 @@ class Settings:
         _require_database(env)
         if not env.get("REDIS_URL"):
             raise ConfigurationError("missing environment variable(s): REDIS_URL")
+        sslmode = env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE
+        if _int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE) < 1:
+            raise ConfigurationError("TICKWORK_DB_POOL_SIZE must be at least 1")
         return cls(
             database_url=env.get("DATABASE_URL", ""),
             redis_url=env["REDIS_URL"],
@@ -99,8 +115,17 @@ class Settings:
             database_host=env.get("DATABASE_HOST", ""),
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),
             database_name=env.get("DATABASE_NAME", ""),
-            database_sslmode=env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE,
+            database_sslmode=sslmode,
+            database_sslrootcert=_sslrootcert(env, sslmode),
+            db_pool_size=_int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
+            db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
         )
+
+
+def _sslrootcert(env: Mapping[str, str], sslmode: str) -> str:
+    if sslmode not in ("verify-ca", "verify-full"):
+        return ""
+    return env.get("DATABASE_SSLROOTCERT") or AWS_POSTGRES_CA_BUNDLE
 
 
 def _require_database(env: Mapping[str, str]) -> None:

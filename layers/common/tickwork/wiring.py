@@ -68,7 +68,8 @@ def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float]
         max_size=max_size,
         check=idle.check,
         reset=idle.reset,
-        kwargs={"autocommit": True},
+        # prepare_threshold None: never prepare (behind RDS Proxy); 5 is psycopg's default.
+        kwargs={"autocommit": True, "prepare_threshold": 5 if settings.db_prepared_statements else None},
         open=True,
     )
 
@@ -98,7 +99,8 @@ def services() -> Services:
     global _services
     with _lock:
         if _services is None:
-            _services = build_services(Settings.from_env())
+            settings = Settings.from_env()
+            _services = build_services(settings, db_pool_size=settings.db_pool_size)
         return _services
 
 
