@@ -54,6 +54,10 @@ class Prober:
         self._in_flight: dict[str, Future[Any]] = {}
         self._lock = threading.Lock()
 
+    def close(self) -> None:
+        """Stop taking probes; one still hung is left to finish (or not) on its own."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
     def check(self, db: Any, index: DueIndex, now_ms: int) -> Health:
         postgres = self._start("postgres", lambda: _ping_postgres(db, self.timeout))
         redis = self._start("redis", index.last_tick_ms)
