@@ -27,5 +27,7 @@ def get_health() -> Response[HealthOut]:
 
 
 def health_out(health: Health) -> HealthOut:
-    return HealthOut(status="ok" if health.ok else "degraded", postgres=health.postgres,  # type: ignore[arg-type]
-                     redis=health.redis, last_tick_age_seconds=health.last_tick_age_seconds)  # type: ignore[arg-type]
+    return HealthOut.model_validate({
+        "status": "ok" if health.ok else "degraded", "postgres": health.postgres, "redis": health.redis,
+        "last_tick_age_seconds": health.last_tick_age_seconds,
+    })
