@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded test-shifted lint bench lock clean
+.PHONY: dev test test-embedded test-shifted lint bench lock clean openapi
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test-embedded: $(STAMP)
 ## the embedded PostgreSQL and Redis alike. Needs Debian's faketime package and a C compiler; not in CI.
 test-shifted: $(STAMP)
 	tests/shifted/run $(PY) -q
+
+## Regenerate docs/openapi.json from the code (tests/integration/test_api_docs.py fails while it is stale).
+openapi: $(STAMP)
+	$(PY) -m tickwork.api.spec docs/openapi.json
 
 lint: $(STAMP)
 	$(VENV)/bin/cfn-lint --include-checks I -- template.yaml

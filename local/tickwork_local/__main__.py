@@ -29,6 +29,7 @@ def banner(api_url: str, api_key: str, key_source: str, data_dir: Path) -> str:
         "",
         "Tickwork is running locally.",
         f"  API      {api_url}",
+        f"  Docs     {api_url}/docs  (try calls with the key below)",
         f"  API key  {api_key}  ({key_source})",
         f"  Data     {data_dir}  (delete it to start from scratch)",
         "",

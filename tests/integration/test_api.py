@@ -120,7 +120,7 @@ def test_get_shows_the_job_with_its_next_five_runs(api: Api) -> None:
     times = [ms(t) for t in reply.body["next_fire_times"]]
     assert len(times) == 5 and times == sorted(times)
     assert all(b - a == 3_600_000 for a, b in zip(times, times[1:]))
-    assert reply.body["description"]
+    assert reply.body["schedule_description"]
 
 
 def test_list_pages_newest_first_with_an_opaque_cursor(api: Api) -> None:

@@ -14,8 +14,9 @@ Run alone: .venv/bin/python -m pytest -q -p no:cacheprovider tests/integration/t
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import schemathesis
@@ -29,7 +30,11 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.integration.api_client import EVENT_TOKEN, job_body
 from tickwork.api.app import openapi_json
+from tickwork.poller import Poller
+from tickwork.wiring import Services
+from tickwork_local.functions import FUNCTIONS_DIR, POLLER_TIMEOUT_SECONDS, LambdaFunction, load_handler
 from tickwork_local.server import ApiServer
+from tickwork_local.ticker import Ticker
 
 # schemathesis' own strategies draw from the random module, which Hypothesis seeds and only warns about.
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
@@ -50,6 +55,17 @@ CONFIG = SchemathesisConfig.from_dict({"seed": SEED, "auth": {"openapi": {"apiKe
 schema = schemathesis.openapi.from_dict(json.loads(openapi_json()), config=CONFIG)
 
 
+@pytest.fixture
+def ticking(services: Services) -> Iterator[None]:
+    """The poller ticking every second, as in production (its dispatches only recorded), so GET /health is a
+    200: a first tick now, then the local runtime's ticker."""
+    Poller(services).tick(int(time.time() * 1000))
+    ticker = Ticker(LambdaFunction("tickwork-poller", load_handler(FUNCTIONS_DIR, "poller"), POLLER_TIMEOUT_SECONDS))
+    ticker.start()
+    yield
+    ticker.stop(timeout=10)
+
+
 def test_the_fuzzed_document_is_the_one_the_server_serves(api_server: ApiServer) -> None:
     with urllib.request.urlopen(f"{api_server.url}/openapi.json", timeout=10) as response:
         assert json.loads(response.read()) == schema.raw_schema
@@ -58,18 +74,21 @@ def test_the_fuzzed_document_is_the_one_the_server_serves(api_server: ApiServer)
 @schema.parametrize()
 @settings(max_examples=EXAMPLES_PER_OPERATION, derandomize=True, database=None, deadline=None,
           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-def test_the_api_answers_every_generated_request_as_documented(api_server: ApiServer, case: schemathesis.Case) -> None:
+def test_the_api_answers_every_generated_request_as_documented(
+    api_server: ApiServer, ticking: None, case: schemathesis.Case,
+) -> None:
     case.call_and_validate(base_url=api_server.url, checks=CHECKS, timeout=30)
 
 
-def test_every_route_answers_a_valid_request_as_documented(api_server: ApiServer) -> None:
+def test_every_route_answers_a_valid_request_as_documented(api_server: ApiServer, ticking: None) -> None:
     def call(method: str, path: str, status: int, **case: Any) -> Any:
         response = schema[path][method].Case(headers=AUTH, **case).call_and_validate(
             base_url=api_server.url, checks=CHECKS, timeout=30)
         assert response.status_code == status, response.text
         return response.json() if response.content else None
 
-    body = job_body(start_at="2030-01-01T00:00:00.5+02:00", end_at="8999-12-31T23:59:59.999Z")
+    body = job_body(start_at="2030-01-01T00:00:00.5+02:00", end_at="8999-12-31T23:59:59.999Z",
+                    tags=["env:prod", "team=data"], description="fuzzed")
     first = call("POST", "/jobs", 201, body=body)
     call("POST", "/jobs", 201, body=job_body(schedule="rate(5 minutes)", request={"body": None}))
     page = call("GET", "/jobs", 200, query={"limit": 1})
@@ -82,6 +101,12 @@ def test_every_route_answers_a_valid_request_as_documented(api_server: ApiServer
     execution = call("POST", "/jobs/{job_id}/run", 202, path_parameters=job)
     call("GET", "/jobs/{job_id}/executions", 200, path_parameters=job)
     call("GET", "/executions/{execution_id}", 200, path_parameters={"execution_id": execution["id"]})
+    call("GET", "/jobs", 200, query={"tag": ["env:prod", "team=data"], "status": ["active"], "name_prefix": "n"})
+    listed = call("GET", "/executions", 200, query={"status": ["queued", "running"], "job_id": first["id"],
+                                                      "since": "2020-01-01T00:00:00Z", "limit": 1})
+    assert [item["id"] for item in listed["items"]] == [execution["id"]]
+    call("GET", "/stats", 200, query={"window": 60})
+    assert call("GET", "/health", 200)["status"] == "ok"
     call("POST", "/schedules/preview", 200, body={"schedule": "every weekday at 17:00", "timezone": "Asia/Tokyo",
                                                   "after": "8999-12-01T00:00:00Z", "count": 100})
     call("DELETE", "/jobs/{job_id}", 204, path_parameters=job)

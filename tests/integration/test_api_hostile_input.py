@@ -178,7 +178,7 @@ def test_an_unknown_method_is_a_405_in_the_error_shape(api: Api, method: str, pa
 
 @pytest.mark.parametrize(("method", "path", "query", "field"), [
     ("GET", "/jobs", {"limt": "5"}, "limt"),
-    ("GET", "/jobs", {"limit": "5", "status": "active"}, "status"),
+    ("GET", "/jobs", {"limit": "5", "state": "active"}, "state"),  # the filter is `status`
     ("GET", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17", {"expand": "1"}, "expand"),
     ("GET", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17/executions", {"lmit": "1"}, "lmit"),
     ("DELETE", "/jobs/5f1c7e0a-3b9d-4c2e-9a51-2d8f0b6e4c17", {"force": "true"}, "force"),

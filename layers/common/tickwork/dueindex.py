@@ -188,6 +188,7 @@ class DueIndex:
         self.marker_key = f"{tag}:index-built"
         self.maintenance_lock_key = f"{tag}:maintenance-lock"
         self.rebuild_key = f"{tag}:rebuild"
+        self.last_tick_key = f"{tag}:last-tick"
         self._fetch = redis.register_script(_FETCH_DUE)
         self._rebuild_page = redis.register_script(_REBUILD_PAGE)
         self._put_if_unchanged = redis.register_script(_PUT_IF_UNCHANGED)
@@ -321,6 +322,18 @@ class DueIndex:
 
     def acquire_tick_lock(self, token: str, ttl_ms: int) -> bool:
         return self._acquire(self.tick_lock_key, token, ttl_ms)
+
+    def start_tick(self, token: str, ttl_ms: int, now_ms: int) -> bool:
+        """Note that a poller is ticking (GET /health reads it), and try for the tick lock: one round trip."""
+        pipe = self.pipeline()
+        pipe.set(self.last_tick_key, now_ms)
+        pipe.set(self.tick_lock_key, token, nx=True, px=ttl_ms)
+        return bool(pipe.execute()[1])
+
+    def last_tick_ms(self) -> int | None:
+        """When a poller last ticked (epoch ms, its own clock), None if none ever did since Redis was empty."""
+        raw = self._redis.get(self.last_tick_key)
+        return None if raw is None else int(raw)
 
     def release_tick_lock(self, token: str) -> bool:
         """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""

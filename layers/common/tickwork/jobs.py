@@ -13,6 +13,7 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 from tickwork import policy, scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
+from tickwork.filters import ExecutionFilter, JobFilter
 from tickwork.models import JobRow
 from tickwork.redaction import REDACTED, is_sensitive_header
 from tickwork.schedule import Schedule, parse_schedule
@@ -32,7 +33,7 @@ _RESERVED_HEADERS = frozenset(
 _RESERVED_PREFIX = "tickwork-"
 _TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
 # Fields a PATCH replaces as given (pydantic has already checked them).
-_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds")
+_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description")
 
 T = TypeVar("T")
 Key = tuple[datetime, str]
@@ -63,6 +64,8 @@ class JobDraft:
     overlap: str = policy.DEFAULT_OVERLAP
     catchup: str = policy.DEFAULT_CATCHUP
     catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS
+    tags: tuple[str, ...] = ()
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,8 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
         request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status="active",
         next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
-        catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
+        catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
+        description=draft.description,
     )
     job = replace(job, next_run_at=_require_run(job, scope.now))
     with scope.db.connection() as conn:
@@ -94,10 +98,10 @@ def get_job(scope: Scope, job_id: str) -> JobRow:
         return _found(jobs_store.get_job(conn, scope.tenant_id, _uuid(job_id, "job")), "job")
 
 
-def list_jobs(scope: Scope, limit: int, before: Key | None) -> Page[JobRow]:
+def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter = JobFilter()) -> Page[JobRow]:
     """Newest first. One extra row is read to learn whether another page follows."""
     with scope.db.connection() as conn:
-        rows = jobs_store.list_jobs(conn, scope.tenant_id, limit + 1, before)
+        rows = jobs_store.list_jobs(conn, scope.tenant_id, limit + 1, before, filters)
     return _page(rows, limit, lambda job: (job.created_at, job.id))
 
 
@@ -158,7 +162,19 @@ def list_executions(scope: Scope, job_id: str, limit: int, before: Key | None) -
     with scope.db.connection() as conn:
         _found(jobs_store.get_job(conn, scope.tenant_id, job_id), "job")
         rows = history_store.list_executions(conn, scope.tenant_id, job_id, limit + 1, before)
-    return _page(rows, limit, lambda execution: (execution.scheduled_for, execution.id))
+    return _page(rows, limit, _slot_key)
+
+
+def list_tenant_executions(scope: Scope, filters: ExecutionFilter, limit: int, before: Key | None) -> Page[ExecutionRow]:
+    """Every execution of the tenant, newest slot first, deleted jobs' included. A filter is a query, not a
+    lookup: a job id of another tenant (or of no job) matches nothing, exactly like a job without runs."""
+    with scope.db.connection() as conn:
+        rows = history_store.list_tenant_executions(conn, scope.tenant_id, filters, limit + 1, before)
+    return _page(rows, limit, _slot_key)
+
+
+def _slot_key(execution: ExecutionRow) -> Key:
+    return execution.scheduled_for, execution.id
 
 
 def get_execution(scope: Scope, execution_id: str) -> tuple[ExecutionRow, list[AttemptRow]]:

@@ -1,7 +1,7 @@
 """Domain values shared by the poller, the executor and the API. No I/O here."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
@@ -56,6 +56,8 @@ class JobRow:
     overlap: str = "allow"
     catchup: str = "latest"
     catchup_window_seconds: int = 300
+    tags: list[str] = field(default_factory=list)
+    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,7 @@ class Poller:
 
     def tick(self, now_ms: int) -> TickResult:
         token = uuid.uuid4().hex
-        if not self.index.acquire_tick_lock(token, self.svc.settings.tick_lock_ms):
+        if not self.index.start_tick(token, self.svc.settings.tick_lock_ms, now_ms):
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
         try:

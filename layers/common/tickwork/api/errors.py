@@ -83,6 +83,8 @@ def field_name(loc: Sequence[Any]) -> str | None:
         where = parts.pop(0)
         if not parts:
             return "body" if where == "body" else None
+        if where == "query":  # a repeated parameter is named, not its n-th value: `status`, not `status.1`
+            return parts[0]
     return ".".join(parts) or None
 
 

@@ -25,6 +25,11 @@ MAX_PREVIEW_COUNT = 100
 # A week: past that a catch-up run is history, not scheduling.
 MAX_CATCHUP_WINDOW_SECONDS = 7 * 86_400
 DEFAULT_PREVIEW_COUNT = 5
+MAX_TAGS = 20
+MAX_DESCRIPTION_CHARS = 1000
+# Letters, digits and _ - . : / =, starting with a letter or digit: `env:prod`, `team=payments`, `eu-west-1`.
+# No comma (API Gateway joins a repeated query parameter with commas), no space, no wildcard.
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/=-]{0,63}$"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
@@ -74,6 +79,11 @@ def _instant(value: datetime) -> datetime:
     return floor_to_ms(value)
 
 
+def _distinct(values: list[str]) -> list[str]:
+    # A tag set: a repeated tag is the same tag, kept once where it first appears.
+    return list(dict.fromkeys(values))
+
+
 T = TypeVar("T")
 # A PATCH field: absent means unchanged, null is refused.
 Unchanged = Annotated[T | None, BeforeValidator(_not_null), Field(json_schema_extra=_drop_null)]
@@ -94,6 +104,11 @@ Url = Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_LENGTH),
 RequestBody = Annotated[str, StringConstraints(max_length=MAX_BODY_CHARS), AfterValidator(_storable)]
 # A request time: shown back to the millisecond, so it is kept to the millisecond.
 Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_instant)]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=TAG_PATTERN),
+               Field(examples=["env:prod"])]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION_CHARS), AfterValidator(_storable)]
+ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "succeeded", "failed", "skipped", "missed", "lost"]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
 JobStatus = Literal["active", "paused", "completed"]
@@ -142,6 +157,9 @@ class JobCreate(_Strict):
     catchup: Catchup = Field(cast(Catchup, DEFAULT_CATCHUP), description=(
         "After an outage: run only the latest slot inside the catch-up window (latest) or every one (all)."))
     catchup_window_seconds: CatchupWindow = DEFAULT_CATCHUP_WINDOW_SECONDS
+    tags: Tags = Field(default_factory=list, description=(
+        "Up to 20 labels to find the job by (GET /jobs?tag=); a repeated tag is kept once."))
+    description: Description = ""
 
 
 class RequestPatch(_Strict):
@@ -174,6 +192,8 @@ class JobPatch(_Strict):
     overlap: Unchanged[Overlap] = None
     catchup: Unchanged[Catchup] = None
     catchup_window_seconds: Unchanged[CatchupWindow] = None
+    tags: Unchanged[Tags] = Field(None, description="Replaces the whole set; [] removes every tag.")
+    description: Unchanged[Description] = None
 
 
 class PreviewRequest(_Strict):
@@ -216,12 +236,14 @@ class JobOut(BaseModel):
     overlap: Overlap
     catchup: Catchup
     catchup_window_seconds: int
+    tags: list[str]
+    description: str
     created_at: Timestamp
     updated_at: Timestamp
 
 
 class JobDetail(JobOut):
-    description: str
+    schedule_description: str = Field(description="The schedule in words.")
     next_fire_times: list[Timestamp] = Field(description="The next 5 runs; empty unless the job is active.")
 
 
@@ -284,3 +306,37 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class RunCounts(BaseModel):
+    queued: int
+    waiting: int
+    running: int
+    retrying: int
+    succeeded: int
+    failed: int
+    skipped: int
+    missed: int
+    lost: int
+
+
+class FireLag(BaseModel):
+    samples: int = Field(description="First attempts of scheduled runs in the window.")
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+
+class StatsOut(BaseModel):
+    window_seconds: int
+    since: Timestamp
+    until: Timestamp
+    runs: RunCounts = Field(description="Executions whose slot is in [since, until), by status.")
+    fire_lag: FireLag = Field(description="How late first attempts were sent after their slot.")
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    postgres: Literal["ok", "error", "timeout"]
+    redis: Literal["ok", "error", "timeout"]
+    last_tick_age_seconds: float | None = Field(description="Since the poller last ticked; null if unknown.")

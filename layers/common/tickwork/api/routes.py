@@ -19,6 +19,8 @@ from tickwork.api.models import (
     PreviewRequest,
 )
 from tickwork.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
+from tickwork.api.queries import JobStatuses, NamePrefix, job_filter
+from tickwork.api.queries import Tags as TagFilter
 from tickwork.jobs import JobDraft, Scope
 
 router = Router()
@@ -46,8 +48,10 @@ def create_job(job: JobCreate, scope: Caller) -> JobDetail:
 
 
 @router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=_responses(200, 400))
-def list_jobs(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> JobList:
-    return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor)))
+def list_jobs(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
+              tag: TagFilter = None, name_prefix: NamePrefix = None) -> JobList:
+    filters = job_filter(status, tag, name_prefix)
+    return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor), filters))
 
 
 @router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], responses=_responses(200, 404))

@@ -33,14 +33,14 @@ def job_out(job: JobRow) -> JobOut:
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
         next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
         catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
-        created_at=_time(job.created_at), updated_at=_time(job.updated_at),
+        tags=list(job.tags), description=job.description, created_at=_time(job.created_at), updated_at=_time(job.updated_at),
     )
 
 
 def job_detail(job: JobRow) -> JobDetail:
     """A job with what it will do next: its schedule in words and its next runs."""
     return JobDetail(
-        **job_out(job).model_dump(), description=job_schedule(job).describe(),
+        **job_out(job).model_dump(), schedule_description=job_schedule(job).describe(),
         next_fire_times=[_time(t) for t in jobs.upcoming_runs(job, UPCOMING_RUNS)],
     )
 

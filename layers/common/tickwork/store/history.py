@@ -7,6 +7,8 @@ from typing import Any
 
 from psycopg.rows import class_row
 
+from tickwork.filters import ExecutionFilter
+
 # Enough of a response body to recognise an error page; the full stored text stays in the table.
 RESPONSE_PREVIEW_CHARS = 1024
 
@@ -47,8 +49,26 @@ def list_executions(
     conn: Any, tenant_id: str, job_id: str, limit: int, before: tuple[datetime, str] | None
 ) -> list[ExecutionRow]:
     """A job's executions, newest slot first; `before` is the (scheduled_for, id) of the last one seen."""
-    where = "tenant_id = %(tenant_id)s AND job_id = %(job_id)s"
-    params: dict[str, Any] = {"tenant_id": tenant_id, "job_id": job_id, "limit": limit}
+    return list_tenant_executions(conn, tenant_id, ExecutionFilter(job_id=job_id), limit, before)
+
+
+def list_tenant_executions(
+    conn: Any, tenant_id: str, filters: ExecutionFilter, limit: int, before: tuple[datetime, str] | None
+) -> list[ExecutionRow]:
+    """The tenant's executions, newest slot first (executions_tenant_newest, or executions_job_newest for one
+    job); `before` is the (scheduled_for, id) of the last one seen."""
+    where = "tenant_id = %(tenant_id)s"
+    params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
+    clauses = (
+        ("statuses", list(filters.statuses) or None, " AND status = ANY(%(statuses)s::text[])"),
+        ("job_id", filters.job_id, " AND job_id = %(job_id)s::uuid"),
+        ("since", filters.since, " AND scheduled_for >= %(since)s"),
+        ("until", filters.until, " AND scheduled_for < %(until)s"),
+    )
+    for name, value, clause in clauses:
+        if value is not None:
+            where += clause
+            params[name] = value
     if before:
         where += " AND (scheduled_for, id) < (%(scheduled_for)s, %(id)s::uuid)"
         params.update(scheduled_for=before[0], id=before[1])

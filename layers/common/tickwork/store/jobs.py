@@ -8,11 +8,12 @@ from typing import Any
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from tickwork.filters import JobFilter, like_prefix
 from tickwork.models import JobRow
 
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
-    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds"
+    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description"
 )
 
 
@@ -33,10 +34,10 @@ _LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
 def insert_job(conn: Any, job: JobRow) -> None:
     conn.execute(
         "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
-        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds)"
+        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description)"
         " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
         " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
-        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s)",
+        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s)",
         _params(job),
     )
 
@@ -48,10 +49,13 @@ def get_job(conn: Any, tenant_id: str, job_id: str, *, lock: bool = False) -> Jo
         return cur.execute(sql, {"id": job_id, "tenant_id": tenant_id}).fetchone()
 
 
-def list_jobs(conn: Any, tenant_id: str, limit: int, before: tuple[datetime, str] | None) -> list[JobRow]:
+def list_jobs(
+    conn: Any, tenant_id: str, limit: int, before: tuple[datetime, str] | None, filters: JobFilter = JobFilter(),
+) -> list[JobRow]:
     """Newest first; `before` is the (created_at, id) of the last job already seen (keyset pagination)."""
-    where = _LIVE + (" AND (created_at, id) < (%(created_at)s, %(id)s::uuid)" if before else "")
-    params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
+    where, params = _filtered(filters)
+    where += " AND (created_at, id) < (%(created_at)s, %(id)s::uuid)" if before else ""
+    params.update(tenant_id=tenant_id, limit=limit)
     if before:
         params.update(created_at=before[0], id=before[1])
     with conn.cursor(row_factory=class_row(JobRow)) as cur:
@@ -66,7 +70,8 @@ def update_job(conn: Any, job: JobRow) -> bool:
         "UPDATE jobs SET name = %(name)s, schedule = %(schedule)s, timezone = %(timezone)s, start_at = %(start_at)s,"
         " end_at = %(end_at)s, request = %(request)s, retry = %(retry)s, status = %(status)s,"
         " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s,"
-        " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s"
+        " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s,"
+        " tags = %(tags)s, description = %(description)s"
         f" WHERE id = %(id)s AND {_LIVE}",
         _params(job),
     ).rowcount == 1
@@ -86,6 +91,21 @@ def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> bool:
         " SELECT count(*) FROM deleted",
         {"id": job_id, "tenant_id": tenant_id, "at": at},
     ).fetchone()[0] == 1
+
+
+def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
+    """The WHERE clause of a filtered list (jobs_tags and jobs_tenant_name serve it) and its parameters."""
+    where, params = _LIVE, {}
+    if filters.statuses:
+        where += " AND status = ANY(%(statuses)s::text[])"
+        params["statuses"] = list(filters.statuses)
+    if filters.tags:
+        where += " AND tags @> %(tags)s::text[]"
+        params["tags"] = list(filters.tags)
+    if filters.name_prefix:
+        where += " AND name LIKE %(name_like)s"
+        params["name_like"] = like_prefix(filters.name_prefix)
+    return where, params
 
 
 def _params(job: JobRow) -> dict[str, Any]:

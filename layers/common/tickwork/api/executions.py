@@ -1,0 +1,25 @@
+"""GET /executions: the tenant's runs across its jobs, to find what failed, when, wherever it ran."""
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from tickwork import jobs
+from tickwork.api import views
+from tickwork.api.models import ExecutionList
+from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor
+from tickwork.api.queries import ExecutionStatuses, JobId, Since, Until, execution_filter
+from tickwork.api.routes import Caller, Cursor, Limit, _responses
+
+router = Router()
+
+
+@router.get("/executions", summary="All your executions, newest slot first", tags=["executions"],
+            responses=_responses(200, 400))
+def list_all_executions(
+    scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: ExecutionStatuses = None,
+    job_id: JobId = None, since: Since = None, until: Until = None,
+) -> ExecutionList:
+    filters = execution_filter(status, job_id, since, until)
+    # One cursor kind with GET /jobs/{id}/executions: both lists are keyed by (scheduled_for, id).
+    page = jobs.list_tenant_executions(scope, filters, limit, decode_cursor("executions", cursor))
+    return views.execution_list(page)

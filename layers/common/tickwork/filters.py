@@ -1,0 +1,34 @@
+"""What a list of jobs or executions is narrowed to. Plain values: the API checks them, the stores turn them
+into SQL."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+# Every state an execution can be in (the executions_status_check constraint of the schema).
+EXECUTION_STATUSES = ("queued", "waiting", "running", "retrying", "succeeded", "failed", "skipped", "missed", "lost")
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Jobs in any of `statuses` (all when empty), carrying every one of `tags`, named `name_prefix`…"""
+
+    statuses: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    name_prefix: str | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    """Executions in any of `statuses` (all when empty), of `job_id`, slot in [`since`, `until`)."""
+
+    statuses: tuple[str, ...] = ()
+    job_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching exactly the strings that start with `prefix` (backslash is LIKE's escape)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
