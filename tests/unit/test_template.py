@@ -37,6 +37,7 @@ REQUIRED_ROUTES = {
     ("GET", "/jobs/{id}/executions"),
     ("GET", "/executions/{id}"),
     ("POST", "/schedules/preview"),
+    ("GET", "/api-keys"), ("POST", "/api-keys"), ("DELETE", "/api-keys/{id}"),
 }
 
 
@@ -310,7 +311,7 @@ def test_every_route_but_the_public_default_goes_through_the_authorizer(transfor
     assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["ApiFunction", "Arn"]}
     security = {(path, method): op.get("security") for path, ops in body["paths"].items() for method, op in ops.items()}
     assert security.pop(("$default", "x-amazon-apigateway-any-method")) == [{"NONE": []}]
-    assert len(security) == 8 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
+    assert len(security) == 10 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
     permission = resources["HttpApiApiKeyAuthorizerAuthorizerPermission"]["Properties"]
     assert permission["Principal"] == "apigateway.amazonaws.com"
     assert permission["SourceArn"]["Fn::Sub"][0].endswith("/authorizers/*")
