@@ -9,7 +9,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Depends, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from tickwork import jobs
 from tickwork.api import views
@@ -40,7 +40,18 @@ def _responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
         responses[success]["content"] = {}
     for status in (401, 429, *errors):
         responses[status] = {"description": descriptions[status], "content": {"application/json": {"model": ErrorBody}}}
+    responses[429]["headers"] = {**_RATE_LIMIT_HEADERS, "Retry-After": {
+        "description": "Seconds until a request will be let through.", "schema": {"type": "integer"},
+        "required": True}}  # type: ignore[typeddict-unknown-key]
+    responses[success]["headers"] = dict(_RATE_LIMIT_HEADERS)
     return responses
+
+
+_RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
+    "RateLimit-Limit": {"description": "The API key's bucket size (its burst).", "schema": {"type": "integer"}},
+    "RateLimit-Remaining": {"description": "Requests left in the bucket.", "schema": {"type": "integer"}},
+    "RateLimit-Reset": {"description": "Seconds until the bucket is full again.", "schema": {"type": "integer"}},
+}
 
 
 @router.post("/jobs", status_code=201, summary="Create a job", tags=["jobs"],
