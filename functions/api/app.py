@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from tickwork.admin import handle_admin, is_admin_event
 from tickwork.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
@@ -13,6 +15,8 @@ from tickwork.wiring import services
 # The resolver keeps the current request in shared state. Lambda sends one request at a time per
 # environment; the local runtime's threaded server does not, so requests take turns here too.
 _one_request_at_a_time = threading.Lock()
+# The parent of every tickwork module's child logger: their records come out as JSON lines.
+logger = Logger()
 
 logger = function_logger()
 
@@ -20,7 +24,7 @@ logger = function_logger()
 @with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_event(event):
-        return handle_admin(services().db, event)
+        return handle_admin(services().db, event, services().settings)
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from tests.conftest import load_event
 from tickwork.dueindex import DueIndex
 from tickwork.wiring import Services, configure
+from tickwork.wiring import services as current_services
 
 # The key the event files carry, so that they authenticate unmodified.
 EVENT_TOKEN = "tw_example_key_do_not_use_in_production"
@@ -44,7 +45,7 @@ class Api:
 
     def call(self, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None,
              token: Any = DEFAULT, raw_body: str | bytes | None = None,
-             content_type: str = "application/json") -> Reply:
+             content_type: str = "application/json", headers: dict[str, str] | None = None) -> Reply:
         """`raw_body` as bytes arrives base64-encoded, as API Gateway sends a body that is not UTF-8."""
         event = load_event(BASE_EVENT.get(method, "api_get_job.json"))
         event["rawPath"] = event["requestContext"]["http"]["path"] = path
@@ -55,7 +56,7 @@ class Api:
         event["rawQueryString"] = urlencode(query or {})
         if query:
             event["queryStringParameters"] = query
-        headers = event["headers"]
+        extra, headers = headers or {}, event["headers"]
         headers.pop("content-type", None)
         event.pop("body", None)
         if isinstance(raw_body, bytes):
@@ -70,6 +71,7 @@ class Api:
         headers.pop("authorization", None)
         if token is not None:
             headers["authorization"] = f"Bearer {token}"
+        headers.update({name.lower(): value for name, value in extra.items()})  # as API Gateway passes them
         return self._reply(self.handler(event, None))
 
     @staticmethod
@@ -93,3 +95,8 @@ def job_body(request: dict[str, Any] | None = None, **fields: Any) -> dict[str, 
 
 def use_settings(services: Services, **changes: Any) -> None:
     configure(Services(replace(services.settings, **changes), services.db, services.redis, services.invoker))
+
+
+def use_clock(clock: Callable[[], float]) -> None:
+    """Pin the API's clock (epoch seconds): every request's `now` comes from it."""
+    configure(replace(current_services(), clock=clock))

@@ -39,6 +39,7 @@ REQUIRED_ROUTES = {
     ("POST", "/schedules/preview"),
     ("GET", "/executions"),
     ("GET", "/stats"),
+    ("GET", "/api-keys"), ("POST", "/api-keys"), ("DELETE", "/api-keys/{id}"),
 }
 
 

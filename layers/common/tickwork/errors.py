@@ -52,6 +52,34 @@ class ConflictError(TickworkError):
     code = "conflict"
 
 
+class QuotaExceededError(TickworkError):
+    """A create, update or resume that would take the tenant past one of its quotas (`field` names it)."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, field: str, limit: int, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.limit = limit
+
+
+class RateLimitedError(TickworkError):
+    """The API key spent its request budget; `headers` say when to come back (Retry-After, RateLimit-*)."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, headers: dict[str, str]) -> None:
+        super().__init__(message)
+        self.headers = headers
+
+
+class IdempotencyKeyReusedError(TickworkError):
+    """An Idempotency-Key sent again with another request than the one it was first used for."""
+
+    code = "idempotency_key_reused"
+    field = "Idempotency-Key"
+
+
 class UnsafeTargetError(InvalidInputError):
     """The request URL points somewhere Tickwork refuses to send (SSRF guard)."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from tickwork import policy, scheduling
+from tickwork import policy, quotas, scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
 from tickwork.filters import ExecutionFilter, JobFilter
@@ -87,7 +87,8 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         description=draft.description,
     )
     job = replace(job, next_run_at=_require_run(job, scope.now))
-    with scope.db.connection() as conn:
+    with scope.db.connection() as conn, conn.transaction():
+        quotas.enforce(conn, scope.settings, None, job)
         jobs_store.insert_job(conn, job)
     scheduling.index_job(scope.index, job)
     return job
@@ -214,6 +215,7 @@ def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -
         current = _found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
         updated = change(current)
         if updated != current:
+            quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
             jobs_store.update_job(conn, updated)
     if _indexed(updated) != _indexed(current):

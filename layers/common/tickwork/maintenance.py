@@ -6,7 +6,7 @@
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left.
-3. Prune finished runs older than the retention, a batch at a time.
+3. Prune finished runs older than the retention, a batch at a time, and Idempotency-Keys older than 24 hours.
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
 one-shot member that the executor's conditional start makes harmless when it is a duplicate, and an
@@ -24,10 +24,12 @@ from aws_lambda_powertools import Logger
 from tickwork import metrics, retry
 from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
+from tickwork.idempotency import RETENTION
 from tickwork.models import Dispatch
 from tickwork.reconcile import StepLimits, rebuild_index, rewind_unrecorded_claims
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
+from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -57,6 +59,7 @@ class MaintenanceReport:
     retried: int = 0
     lost: int = 0
     pruned: int = 0
+    idempotency_keys_pruned: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -83,6 +86,7 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             report.redispatched = redispatch_awaiting(conn, index, now, svc.settings)
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
             report.pruned = prune(conn, now, svc.settings.retention_days)
+            report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, MAX_BATCHES)
     finally:
         index.release_maintenance_lock(token)
     return report

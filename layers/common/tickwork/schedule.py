@@ -299,14 +299,22 @@ def _cron_rule(canonical: str, zone_name: str) -> CronRule:
     return CronRule(parse_cron(canonical), zone(zone_name))
 
 
-def _check_interval(rule: Rule, minimum: int) -> None:
+def min_gap_seconds(schedule: Schedule) -> int | None:
+    """The shortest time between two runs of `schedule`, in seconds; None for a one-off at()."""
+    return _gap_seconds(schedule._rule)
+
+
+def _gap_seconds(rule: Rule) -> int | None:
     if isinstance(rule, CronRule):
-        interval = rule.expr.min_gap_seconds()
-    elif isinstance(rule, RateRule):
-        interval = rule.interval_ms // 1000
-    else:
-        return
-    if interval < minimum:
+        return rule.expr.min_gap_seconds()
+    if isinstance(rule, RateRule):
+        return rule.interval_ms // 1000
+    return None
+
+
+def _check_interval(rule: Rule, minimum: int) -> None:
+    interval = _gap_seconds(rule)
+    if interval is not None and interval < minimum:
         raise ScheduleError(f"interval of {interval}s is below the minimum of {minimum}s")
 
 

@@ -29,6 +29,13 @@ DEFAULT_SWEEP_AFTER_SECONDS = 60
 # Executor Lambda timeout (180 s) minus the longest request (120 s): an attempt older than its request
 # timeout plus this cannot still be running anywhere.
 DEFAULT_LOST_MARGIN_SECONDS = 60
+# Quotas per tenant (overridden per tenant by the admin operation set-quotas): room for a team's jobs, not
+# for one client's loop creating them; 6,000 runs a minute is 100 every-second jobs.
+DEFAULT_MAX_JOBS = 1000
+DEFAULT_MAX_RUNS_PER_MINUTE = 6000
+# Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
+DEFAULT_RATE_LIMIT_PER_SECOND = 20
+DEFAULT_RATE_LIMIT_BURST = 40
 DEFAULT_DATABASE_PORT = 5432
 # RDS PostgreSQL 15+ refuses unencrypted connections. The template sets verify-full for AWS (below).
 DEFAULT_DATABASE_SSLMODE = "require"
@@ -72,6 +79,10 @@ class Settings:
     reconcile_grace_seconds: int = DEFAULT_RECONCILE_GRACE_SECONDS
     sweep_after_seconds: int = DEFAULT_SWEEP_AFTER_SECONDS
     lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
+    max_jobs: int = DEFAULT_MAX_JOBS
+    max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
+    rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
+    rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
     database_secret_arn: str = ""
     database_host: str = ""
@@ -111,6 +122,10 @@ class Settings:
             reconcile_grace_seconds=_int(env, "TICKWORK_RECONCILE_GRACE_SECONDS", DEFAULT_RECONCILE_GRACE_SECONDS),
             sweep_after_seconds=_int(env, "TICKWORK_SWEEP_AFTER_SECONDS", DEFAULT_SWEEP_AFTER_SECONDS),
             lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
+            max_jobs=_int(env, "TICKWORK_MAX_JOBS", DEFAULT_MAX_JOBS),
+            max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
+            rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
+            rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
             database_host=env.get("DATABASE_HOST", ""),
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),

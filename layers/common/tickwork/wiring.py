@@ -23,6 +23,7 @@ class Services:
     redis: Any  # redis.Redis or redis.cluster.RedisCluster
     invoker: Invoker | None = None
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
+    clock: Callable[[], float] = time.time  # the API's `now` per request (epoch seconds); tests pin it
 
     def close(self) -> None:
         self.db.close()

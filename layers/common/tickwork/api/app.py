@@ -11,9 +11,11 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from tickwork.api import docs, errors, executions, health, stats
+from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.body import JsonApiResolver, parse_json
+from tickwork.api.keys import router as keys_router
 from tickwork.api.routes import router
-from tickwork.errors import InvalidInputError
+from tickwork.errors import InvalidInputError, TickworkError
 
 API_TITLE = "Tickwork"
 API_VERSION = "1.0.0"
@@ -27,7 +29,7 @@ app.configure_openapi(
     security=[{"apiKey": []}],
 )
 app.include_router(router)
-for extra in (executions.router, stats.router, health.router, docs.router):
+for extra in (executions.router, stats.router, health.router, docs.router, keys_router):
     app.include_router(extra)
 errors.register(app)
 
@@ -39,11 +41,14 @@ def openapi_document() -> Response[str]:
 
 @functools.cache
 def openapi_json() -> str:
-    """The generated document, minus the 422 powertools adds to every route: validation errors answer 400 here."""
+    """The generated document, minus the 422 powertools adds to every route: validation errors answer 400 here
+    (a route's own 422, idempotency_key_reused, stays)."""
     document = json.loads(app.get_openapi_json_schema())
     for item in document.get("paths", {}).values():
         for operation in item.values():
-            operation.get("responses", {}).pop("422", None)
+            responses = operation.get("responses", {})
+            if "HTTPValidationError" in json.dumps(responses.get("422", {})):
+                del responses["422"]
     for unused in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         document.get("components", {}).get("schemas", {}).pop(unused, None)
     return json.dumps(document, separators=(",", ":"))
@@ -65,7 +70,19 @@ def refuse_unknown_query(resolver: JsonApiResolver, next_middleware: NextMiddlew
     return next_middleware(resolver)
 
 
-app.use(middlewares=[refuse_unknown_query])
+def rate_limit_headers(resolver: JsonApiResolver, next_middleware: NextMiddleware) -> Response:
+    """RateLimit-Limit/-Remaining/-Reset on every answer to a request that spent a token, errors included."""
+    try:
+        response = next_middleware(resolver)
+    except TickworkError as exc:
+        response = errors.tickwork_error(exc)
+    decision = resolver.context.get(RATE_LIMIT_CONTEXT)
+    if decision is not None:
+        response.headers.update(decision.headers())
+    return response
+
+
+app.use(middlewares=[refuse_unknown_query, rate_limit_headers])
 
 
 def allowed_methods(path: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""Bearer API keys: the key decides the tenant that every query of the request is scoped to."""
+"""Bearer API keys: the key decides the tenant that every query of the request is scoped to, and whose
+request budget (tickwork.ratelimit) the request spends."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,10 +8,15 @@ from typing import Mapping
 from aws_lambda_powertools.event_handler.request import Request
 
 from tickwork.dueindex import DueIndex
-from tickwork.errors import UnauthorizedError
+from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.jobs import Scope
-from tickwork.store.tenants import tenant_for_key
-from tickwork.wiring import services
+from tickwork.ratelimit import RateLimiter
+from tickwork.store import keys
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services, services
+
+# Where the request's rate-limit decision waits for the middleware that puts it in the response headers.
+RATE_LIMIT_CONTEXT = "tickwork_rate_limit"
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
@@ -24,12 +30,27 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 def current_scope(request: Request) -> Scope:
     """Injected into every authenticated route with Depends(): the caller's tenant and the request's `now`."""
     svc = services()
-    now = datetime.now(timezone.utc)
+    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
     token = bearer_token(request.headers)
     if token is None:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     with svc.db.connection() as conn:
-        tenant_id = tenant_for_key(conn, token)
-    if tenant_id is None:
+        caller = keys.authenticate(conn, token)
+        if caller is not None:
+            keys.note_use(conn, caller, now)
+    if caller is None:
         raise UnauthorizedError("invalid API key")
-    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, tenant_id, now)
+    _spend(svc, request, caller.key_id, now)
+    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, caller.tenant_id, now)
+
+
+def _spend(svc: Services, request: Request, key_id: str, now: datetime) -> None:
+    limiter = RateLimiter(svc.redis, svc.settings.namespace, svc.settings.rate_limit_per_second,
+                          svc.settings.rate_limit_burst)
+    decision = limiter.take(key_id, to_ms(now))
+    if decision is None:
+        return
+    request.context[RATE_LIMIT_CONTEXT] = decision
+    if not decision.allowed:
+        raise RateLimitedError(f"too many requests for this API key; retry in {decision.retry_after_seconds}s",
+                               decision.headers())

@@ -13,7 +13,8 @@ from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
 from tickwork.errors import (
-    ConflictError, InvalidInputError, InvalidJsonError, NotFoundError, TickworkError, UnauthorizedError,
+    ConflictError, IdempotencyKeyReusedError, InvalidInputError, InvalidJsonError, NotFoundError,
+    QuotaExceededError, RateLimitedError, TickworkError, UnauthorizedError,
 )
 
 logger = Logger(child=True)
@@ -23,6 +24,9 @@ _STATUS: tuple[tuple[type[TickworkError], int], ...] = (
     (UnauthorizedError, 401),
     (NotFoundError, 404),
     (ConflictError, 409),
+    (QuotaExceededError, 403),
+    (IdempotencyKeyReusedError, 422),
+    (RateLimitedError, 429),
 )
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 _MESSAGES = {"missing": "field required", "extra_forbidden": "unknown field"}
@@ -40,6 +44,8 @@ def tickwork_error(exc: TickworkError) -> Response:
     if status is None:
         return unexpected_error(exc)
     headers = {"WWW-Authenticate": 'Bearer realm="tickwork"'} if status == 401 else None
+    if isinstance(exc, RateLimitedError):
+        headers = exc.headers
     return error_response(status, exc.code, exc.message, getattr(exc, "field", None), headers)
 
 

@@ -340,3 +340,27 @@ class HealthOut(BaseModel):
     postgres: Literal["ok", "error", "timeout"]
     redis: Literal["ok", "error", "timeout"]
     last_tick_age_seconds: float | None = Field(description="Since the poller last ticked; null if unknown.")
+# ---------------------------------------------------------------- API keys
+
+class ApiKeyCreate(_Strict):
+    name: Name = Field(examples=["ci"], description="A label for the key's owner: a person, a system, a laptop.")
+
+
+class ApiKeyOut(BaseModel):
+    id: str
+    name: str
+    prefix: str = Field(description="The key's first 8 characters, to tell keys apart.")
+    created_at: Timestamp
+    last_used_at: Timestamp | None = Field(description="When the key was last used, to the minute.")
+
+
+class ApiKeyCreated(BaseModel):
+    id: str
+    name: str
+    prefix: str
+    key: str = Field(description="The key itself: shown only in this response, keep it (Authorization: Bearer).")
+    created_at: Timestamp
+
+
+class ApiKeyList(BaseModel):
+    items: list[ApiKeyOut]

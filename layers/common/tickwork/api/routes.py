@@ -9,11 +9,12 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Depends, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from tickwork import jobs
 from tickwork.api import views
 from tickwork.api.auth import current_scope
+from tickwork.api.idempotent import IdempotencyKey, respond
 from tickwork.api.models import (
     ErrorBody, ExecutionDetail, ExecutionList, ExecutionOut, JobCreate, JobDetail, JobList, JobPatch, PreviewOut,
     PreviewRequest,
@@ -33,18 +34,33 @@ Cursor = Annotated[str | None, Query(description="next_cursor of the previous pa
 def _responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
     """The success response (its schema from the return annotation) and the errors a route can answer."""
     descriptions = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Invalid input",
-                    401: "Missing or invalid API key", 404: "Unknown id", 409: "Not possible in the job's state"}
+                    401: "Missing or invalid API key", 403: "Over one of the tenant's quotas", 404: "Unknown id",
+                    409: "Not possible in the current state", 422: "Idempotency-Key reused for another request",
+                    429: "Rate limited: retry after Retry-After seconds"}
     responses: dict[int, OpenAPIResponse] = {success: {"description": descriptions[success]}}
     if success == 204:
         responses[success]["content"] = {}
-    for status in (401, *errors):
+    for status in (401, 429, *errors):
         responses[status] = {"description": descriptions[status], "content": {"application/json": {"model": ErrorBody}}}
+    responses[429]["headers"] = {**_RATE_LIMIT_HEADERS, "Retry-After": {
+        "description": "Seconds until a request will be let through.", "schema": {"type": "integer"},
+        "required": True}}  # type: ignore[typeddict-unknown-key]
+    responses[success]["headers"] = dict(_RATE_LIMIT_HEADERS)
     return responses
 
 
-@router.post("/jobs", status_code=201, summary="Create a job", tags=["jobs"], responses=_responses(201, 400))
-def create_job(job: JobCreate, scope: Caller) -> JobDetail:
-    return views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump())))
+_RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
+    "RateLimit-Limit": {"description": "The API key's bucket size (its burst).", "schema": {"type": "integer"}},
+    "RateLimit-Remaining": {"description": "Requests left in the bucket.", "schema": {"type": "integer"}},
+    "RateLimit-Reset": {"description": "Seconds until the bucket is full again.", "schema": {"type": "integer"}},
+}
+
+
+@router.post("/jobs", status_code=201, summary="Create a job", tags=["jobs"],
+             responses=_responses(201, 400, 403, 409, 422))
+def create_job(job: JobCreate, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
+    return respond(scope, idempotency_key, 201,
+                   lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))))
 
 
 @router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=_responses(200, 400))
@@ -60,7 +76,7 @@ def get_job(job_id: str, scope: Caller) -> JobDetail:
 
 
 @router.patch("/jobs/<job_id>", summary="Change some fields of a job", tags=["jobs"],
-              responses=_responses(200, 400, 404))
+              responses=_responses(200, 400, 403, 404))
 def update_job(job_id: str, changes: JobPatch, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.update_job(scope, job_id, changes.model_dump(exclude_unset=True)))
 
@@ -78,15 +94,15 @@ def pause_job(job_id: str, scope: Caller) -> JobDetail:
 
 
 @router.post("/jobs/<job_id>/resume", summary="Run a paused job again from its next slot", tags=["jobs"],
-             responses=_responses(200, 404, 409))
+             responses=_responses(200, 403, 404, 409))
 def resume_job(job_id: str, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.resume_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/run", status_code=202, summary="Run a job once, now", tags=["jobs"],
-             responses=_responses(202, 404))
-def run_job(job_id: str, scope: Caller) -> ExecutionOut:
-    return views.execution_out(jobs.run_job(scope, job_id))
+             responses=_responses(202, 400, 404, 409, 422))
+def run_job(job_id: str, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[ExecutionOut]:
+    return respond(scope, idempotency_key, 202, lambda: views.execution_out(jobs.run_job(scope, job_id)))
 
 
 @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first", tags=["executions"],

@@ -1,0 +1,93 @@
+"""SQL over api_keys for the tenant's own key management and for authentication.
+
+A key is looked up by the SHA-256 digest of the token (tenants._digest): the lookup's timing depends on
+the digest only, which tells a caller nothing about any stored key, and the clear token is never stored.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg.rows import class_row
+
+from tickwork.store.tenants import _digest, new_api_token
+
+# last_used_at is a hint for the key's owner ("is this key still used?"), not an audit log: one write a
+# minute per key at most, instead of one per request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+_COLUMNS = "id::text, name, prefix, created_at, last_used_at"
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    id: str
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: str
+    tenant_id: str
+    last_used_at: datetime | None
+
+
+def authenticate(conn: Any, token: str) -> Caller | None:
+    row = conn.execute(
+        "SELECT id::text, tenant_id::text, last_used_at FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
+        (_digest(token),),
+    ).fetchone()
+    return None if row is None else Caller(*row)
+
+
+def note_use(conn: Any, caller: Caller, now: datetime) -> None:
+    """Record that the key was used at `now`, unless that was recorded less than a minute ago."""
+    if caller.last_used_at is not None and now - caller.last_used_at < LAST_USED_RESOLUTION:
+        return
+    conn.execute(
+        "UPDATE api_keys SET last_used_at = %(now)s WHERE id = %(id)s"
+        " AND (last_used_at IS NULL OR last_used_at <= %(since)s)",
+        {"id": caller.key_id, "now": now, "since": now - LAST_USED_RESOLUTION},
+    )
+
+
+def create_key(conn: Any, tenant_id: str, name: str, now: datetime) -> tuple[KeyRow, str]:
+    """A new key for the tenant, and its token: the only time the token is seen in clear."""
+    token = new_api_token()
+    with conn.cursor(row_factory=class_row(KeyRow)) as cur:
+        row = cur.execute(
+            "INSERT INTO api_keys (id, tenant_id, key_hash, prefix, name, created_at) VALUES (%s, %s, %s, %s, %s, %s)"
+            f" RETURNING {_COLUMNS}",
+            (str(uuid.uuid4()), tenant_id, _digest(token), token[:8], name, now),
+        ).fetchone()
+    assert row is not None
+    return row, token
+
+
+def list_keys(conn: Any, tenant_id: str, limit: int) -> list[KeyRow]:
+    """The tenant's live keys, oldest first."""
+    with conn.cursor(row_factory=class_row(KeyRow)) as cur:
+        return cur.execute(
+            f"SELECT {_COLUMNS} FROM api_keys WHERE tenant_id = %s AND revoked_at IS NULL"
+            " ORDER BY created_at, id LIMIT %s",
+            (tenant_id, limit),
+        ).fetchall()
+
+
+def lock_live_keys(conn: Any, tenant_id: str) -> list[str]:
+    """The ids of the tenant's live keys, with the tenant's row locked until the transaction ends: deletes
+    and creates of one tenant's keys take turns, so two deletes cannot both see "another key is left"."""
+    conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+    return [str(row[0]) for row in conn.execute(
+        "SELECT id FROM api_keys WHERE tenant_id = %s AND revoked_at IS NULL", (tenant_id,))]
+
+
+def revoke_key(conn: Any, tenant_id: str, key_id: str, now: datetime) -> bool:
+    return conn.execute(
+        "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND tenant_id = %s AND revoked_at IS NULL",
+        (now, key_id, tenant_id),
+    ).rowcount == 1
