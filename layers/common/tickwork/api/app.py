@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
-from tickwork.api import errors
+from tickwork.api import console, errors
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.routes import router
 from tickwork.errors import InvalidInputError
@@ -27,6 +27,7 @@ app.configure_openapi(
     security=[{"apiKey": []}],
 )
 app.include_router(router)
+app.include_router(console.router)
 errors.register(app)
 
 
