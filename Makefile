@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded test-shifted lint bench clean
+.PHONY: dev test test-embedded test-shifted lint bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+## The console's screenshots in docs/console/ (local runtime + Debian's Chromium; a minute or so).
+screenshots: $(STAMP)
+	$(PY) -m tests.integration.console_screenshots
 
 clean:
 	rm -rf $(VENV) .venv-* .tickwork .pytest_cache

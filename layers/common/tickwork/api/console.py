@@ -15,7 +15,7 @@ from importlib import resources
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from tickwork.api.errors import error_response
+from tickwork.errors import NotFoundError
 
 router = Router()
 
@@ -84,7 +84,11 @@ def console_asset(version: str, name: str) -> Response[str]:
     content = current.assets.get(name)
     if version != current.version or content is None:
         # An old version's asset cannot be served: the page that asked for it must be reloaded.
-        response = error_response(404, "not_found", "no such console file")
-        response.headers["Cache-Control"] = NO_CACHE
-        return response
+        raise NotFoundError("no such console file")
     return _static(content, _TYPES[_suffix(name)], IMMUTABLE)
+
+
+@router.get(f"{CONSOLE_PATH}/", include_in_schema=False)
+def console_slash() -> Response[str]:
+    # One address for the page: a trailing slash, as typed by hand, is sent there rather than answered 404.
+    return Response(status_code=308, body="", headers={**SECURITY_HEADERS, "Location": CONSOLE_PATH})

@@ -1,7 +1,7 @@
 // The console's entry point: a hash router over the views, the sign-in gate and the failure banner.
 
 import { session, ApiError, UnreachableError } from './api.js';
-import { h } from './dom.js';
+import { h, replace } from './dom.js';
 import { zoneName } from './format.js';
 import { signInView } from './signin.js';
 import { jobsView } from './jobs.js';
@@ -87,7 +87,7 @@ function failed(error) {
     return;
   }
   if (error instanceof ApiError && error.status === 404) {
-    main.replaceChildren(h('h1', { tabindex: '-1' }, 'Not found'), h('p', {}, `The API answered: ${error.message}.`),
+    replace(main, h('h1', { tabindex: '-1' }, 'Not found'), h('p', {}, `The API answered: ${error.message}.`),
       h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs')));
     return;
   }
@@ -99,19 +99,18 @@ function failed(error) {
 
 function showBanner(text) {
   const retry = h('button', { type: 'button', onclick: () => render() }, 'Retry');
-  banner.replaceChildren(h('p', {}, text), retry);
+  replace(banner, h('p', {}, text), retry);
   banner.hidden = false;
   retry.focus();
 }
 
 function hideBanner() {
   banner.hidden = true;
-  banner.replaceChildren();
+  replace(banner);
 }
 
 document.getElementById('sign-out').addEventListener('click', () => {
   session.forget();
-  location.hash = '#/jobs';
   render();
 });
 window.addEventListener('hashchange', render);

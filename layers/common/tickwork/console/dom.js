@@ -30,6 +30,12 @@ function append(el, children) {
   }
 }
 
+// replaceChildren, skipping null/false children as h() does.
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
 // A link inside the console; ids are URI-encoded so none can break out of the fragment.
 export function link(text, ...parts) {
   return h('a', { href: '#/' + parts.map((p) => encodeURIComponent(p)).join('/') }, text);

@@ -2,7 +2,7 @@
 // an error the API returns is shown at the field it names.
 
 import { api, ApiError } from './api.js';
-import { h, field, link } from './dom.js';
+import { h, replace, field, link } from './dom.js';
 import { absTime } from './format.js';
 
 const PREVIEW_DELAY_MS = 300;
@@ -64,7 +64,7 @@ function renderForm(main, view, job, navigate) {
     h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
   const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
     .concat(['UTC']).map((z) => h('option', { value: z })));
-  main.replaceChildren(h('h1', { tabindex: '-1' }, job ? `Edit ${job.name}` : 'New job'), form, zones);
+  replace(main, h('h1', { tabindex: '-1' }, job ? `Edit ${job.name}` : 'New job'), form, zones);
   document.title = `${job ? 'Edit job' : 'New job'} · Tickwork`;
 
   const errors = fieldErrors(controls, formError);
@@ -73,17 +73,17 @@ function renderForm(main, view, job, navigate) {
   const refreshPreview = async () => {
     const ask = ++asked;
     const schedule = controls.get('schedule').value.trim();
-    if (!schedule) { preview.replaceChildren(); return; }
+    if (!schedule) { replace(preview); return; }
     try {
       const result = await api('POST', '/schedules/preview', { schedule, timezone: controls.get('timezone').value.trim() || 'UTC', count: 5 });
       if (ask !== asked || !view.alive) return;
       errors.clear('schedule'); errors.clear('timezone');
-      preview.replaceChildren(h('p', {}, h('strong', {}, 'Runs '), result.description),
-        h('ol', { class: 'times' }, result.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, t.local)))));
+      replace(preview, h('p', {}, h('strong', {}, 'Runs '), result.description),
+        h('ol', { class: 'times' }, result.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, `${t.local} in the schedule's zone`)))));
     } catch (error) {
       if (ask !== asked || !view.alive) return;
       if (error instanceof ApiError && error.status === 400) {
-        preview.replaceChildren(h('p', { class: 'muted' }, 'No preview: the schedule cannot be used yet.'));
+        replace(preview, h('p', { class: 'muted' }, 'No preview: the schedule cannot be used yet.'));
         errors.show(error);
       } else view.fail(error);
     }

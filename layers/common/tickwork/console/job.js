@@ -1,9 +1,9 @@
 // One job: its settings, next 10 fire times, a chart of recent runs, the paged runs table and its actions.
 
 import { api, query, ApiError } from './api.js';
-import { h, link, badge, definitions } from './dom.js';
-import { absTime, relTime, runStats, percent, duration, lagMs, durationMs, IN_PROGRESS } from './format.js';
-import { runChart } from './chart.js';
+import { h, replace, link, badge, definitions } from './dom.js';
+import { absTime, relTime, runStats, percent, duration, lagMs, durationMs } from './format.js';
+import { runChart, MEASURES } from './chart.js';
 
 const RECENT = 50;
 const PAGE = 20;
@@ -22,14 +22,20 @@ export async function jobView(main, view, id, navigate) {
   const upcoming = h('div');
   const chart = h('div');
   const stats = h('p', { class: 'stats' });
+  let measure = 'duration';
+  let recent = [];
+  const measures = h('fieldset', { class: 'measure' }, h('legend', {}, 'Bar height'),
+    Object.entries(MEASURES).map(([value, [label]]) => h('label', {},
+      h('input', { type: 'radio', name: 'measure', value, checked: value === measure,
+        onchange: () => { measure = value; replace(chart, runChart(recent, measure)); } }), ` ${label}`)));
   const runs = runsTable(id, view);
   const confirm = deleteDialog(job, async () => {
     if (await act(() => api('DELETE', path).then(() => true), null)) navigate('#/jobs');
   });
-  main.replaceChildren(
+  replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs')),
     h('div', { class: 'title-row' }, title, status), actions, notice,
-    h('section', { 'aria-labelledby': 'h-recent' }, h('h2', { id: 'h-recent' }, 'Recent runs'), stats, chart),
+    h('section', { 'aria-labelledby': 'h-recent' }, h('h2', { id: 'h-recent' }, 'Recent runs'), stats, measures, chart),
     h('section', { 'aria-labelledby': 'h-runs' }, h('h2', { id: 'h-runs' }, 'Runs'), runs.element),
     h('div', { class: 'columns' },
       h('section', { 'aria-labelledby': 'h-settings' }, h('h2', { id: 'h-settings' }, 'Settings'), settings),
@@ -40,7 +46,7 @@ export async function jobView(main, view, id, navigate) {
     notice.textContent = '';
     try {
       const result = await call();
-      if (message) notice.replaceChildren(...[].concat(message(result)));
+      if (message) replace(notice, ...[].concat(message(result)));
       return result;
     } catch (error) {
       if (!(error instanceof ApiError) || error.status === 401) view.fail(error);
@@ -55,18 +61,18 @@ export async function jobView(main, view, id, navigate) {
     job = fresh;
     title.textContent = job.name;
     document.title = `${job.name} · Tickwork`;
-    status.replaceChildren(badge(job.status));
+    replace(status, badge(job.status));
     if (!changed) return;
     const paused = job.status === 'paused';
-    actions.replaceChildren(
+    replace(actions, 
       h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit'),
       job.status === 'active' ? button('Pause', () => act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)) : null,
       paused ? button('Resume', () => act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob)) : null,
       button('Run now', () => act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
         h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll)),
       button('Delete', () => confirm.showModal(), { class: 'danger' }));
-    settings.replaceChildren(settingsList(job));
-    upcoming.replaceChildren(await nextRuns(job));
+    replace(settings, settingsList(job));
+    replace(upcoming, await nextRuns(job));
   };
   const refreshJob = async (result) => { if (result) await showJob(result, true); };
   const refreshRecent = async () => {
@@ -76,7 +82,8 @@ export async function jobView(main, view, id, navigate) {
     stats.textContent = page.items.length
       ? `Last ${page.items.length} runs: ${percent(figures.successRate)} succeeded, fire lag p50 ${duration(figures.lagP50)}.`
       : 'No runs yet.';
-    chart.replaceChildren(runChart(page.items));
+    recent = page.items;
+    replace(chart, runChart(recent, measure));
   };
   const refreshAll = async () => {
     const fresh = await api('GET', path);
@@ -146,8 +153,8 @@ function runsTable(id, view) {
     body)), pager);
 
   async function statusCode(run, cell) {
-    if (!run.attempt_count) return;
-    if (!codes.has(run.id) || IN_PROGRESS.has(run.status)) {
+    if (!run.attempt_count || !run.finished_at) return;  // a finished run's attempts no longer change
+    if (!codes.has(run.id)) {
       const detail = await api('GET', `/executions/${encodeURIComponent(run.id)}`);
       const lastAttempt = detail.attempts.at(-1);
       codes.set(run.id, lastAttempt && lastAttempt.status_code !== null ? String(lastAttempt.status_code) : 'none');
@@ -168,9 +175,9 @@ function runsTable(id, view) {
         h('td', { 'data-label': 'Lag' }, duration(lagMs(run))),
         h('td', { 'data-label': 'Duration' }, duration(durationMs(run))), code), run, code];
     });
-    body.replaceChildren(...rows.map(([row]) => row));
+    replace(body, ...rows.map(([row]) => row));
     if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs yet.')));
-    pager.replaceChildren(
+    replace(pager, 
       page > 0 ? h('button', { type: 'button', onclick: () => go(page - 1) }, 'Newer runs') : '',
       result.next_cursor ? h('button', { type: 'button', onclick: () => go(page + 1) }, 'Older runs') : '');
     await Promise.all(rows.map(([, run, cell]) => statusCode(run, cell)));

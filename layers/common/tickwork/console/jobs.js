@@ -1,8 +1,8 @@
 // The jobs table: name, schedule in words, zone, status, next run, last run, success rate and fire lag p50
 // over each job's last 50 runs (computed here from GET /jobs/{id}/executions), filtered by status and name.
 
-import { api, query } from './api.js';
-import { h, link, badge } from './dom.js';
+import { api, query, ApiError } from './api.js';
+import { h, replace, link, badge } from './dom.js';
 import { absTime, relTime, runStats, percent, duration } from './format.js';
 
 const PAGE = 200;
@@ -34,7 +34,7 @@ export async function jobsView(main, view) {
   };
   statusFilter.addEventListener('change', applyFilter);
   nameFilter.addEventListener('input', applyFilter);
-  main.replaceChildren(
+  replace(main, 
     h('div', { class: 'title-row' }, h('h1', { tabindex: '-1' }, 'Jobs'), h('a', { class: 'button', href: '#/new' }, 'New job')),
     h('form', { class: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
       h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusFilter),
@@ -44,8 +44,8 @@ export async function jobsView(main, view) {
   const load = async () => {
     const page = await api('GET', `/jobs${query({ limit: PAGE })}`);
     if (!view.alive) return;
-    body.replaceChildren(...page.items.map(jobRow));
-    more.replaceChildren(page.next_cursor ? h('p', { class: 'muted' }, `Showing the newest ${PAGE} jobs.`) : '');
+    replace(body, ...page.items.map(jobRow));
+    replace(more, page.next_cursor ? h('p', { class: 'muted' }, `Showing the newest ${PAGE} jobs.`) : '');
     if (!page.items.length) summary.textContent = 'No jobs yet.';
     else applyFilter();
     await eachLimited(page.items, PARALLEL, (job, i) => enrich(job, body.rows[i], view));
@@ -69,15 +69,22 @@ function jobRow(job) {
 
 async function enrich(job, row, view) {
   if (!view.alive || !row || row.dataset.id !== job.id) return;
-  const [detail, runs] = await Promise.all([
-    api('GET', `/jobs/${encodeURIComponent(job.id)}`),
-    api('GET', `/jobs/${encodeURIComponent(job.id)}/executions${query({ limit: RECENT })}`),
-  ]);
+  let detail, runs;
+  try {
+    [detail, runs] = await Promise.all([
+      api('GET', `/jobs/${encodeURIComponent(job.id)}`),
+      api('GET', `/jobs/${encodeURIComponent(job.id)}/executions${query({ limit: RECENT })}`),
+    ]);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 404)) throw error;
+    row.hidden = true;  // deleted since the list was read
+    return;
+  }
   if (!view.alive) return;
   const cells = row.cells;
   cells[1].querySelector('.words').textContent = detail.description;
-  const last = runs.items.find((r) => r.status !== 'queued' && r.status !== 'waiting') || runs.items[0];
-  cells[5].replaceChildren(last ? h('a', { href: `#/runs/${encodeURIComponent(last.id)}` }, badge(last.status)) : '—',
+  const last = runs.items.find((r) => r.finished_at) || runs.items[0];
+  replace(cells[5], last ? h('a', { href: `#/runs/${encodeURIComponent(last.id)}` }, badge(last.status)) : '—',
     last ? h('span', { class: 'rel' }, relTime(last.scheduled_for)) : '');
   const stats = runStats(runs.items);
   cells[6].textContent = stats.runs ? percent(stats.successRate) : '—';

@@ -2,7 +2,7 @@
 // A run still in progress says so and reloads itself until it ends.
 
 import { api, ApiError } from './api.js';
-import { h, link, badge, definitions } from './dom.js';
+import { h, replace, link, badge, definitions } from './dom.js';
 import { absTime, duration, lagMs, durationMs, IN_PROGRESS } from './format.js';
 
 const REFRESH_MS = 1500;
@@ -16,11 +16,11 @@ export async function runView(main, view, id) {
   });
   if (!view.alive) return;
   const content = h('div');
-  main.replaceChildren(
+  replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs'), ' / ', link(jobName, 'jobs', run.job_id)),
     h('h1', { tabindex: '-1' }, `Run of ${absTime(run.scheduled_for)}`), content);
   document.title = `Run · ${jobName} · Tickwork`;
-  const show = () => content.replaceChildren(...runContent(run));
+  const show = () => replace(content, ...runContent(run));
   show();
   const refresh = async () => {
     run = await api('GET', path);

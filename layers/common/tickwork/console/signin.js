@@ -1,7 +1,7 @@
 // Sign in with an API key. The key is checked with one call before it is kept (in sessionStorage only).
 
 import { api, session, ApiError, UnreachableError } from './api.js';
-import { h } from './dom.js';
+import { h, replace } from './dom.js';
 
 export function signInView(main, onSignedIn, reason) {
   const input = h('input', { id: 'api-key', type: 'password', name: 'api-key', autocomplete: 'off', required: true, spellcheck: 'false' });
@@ -30,7 +30,7 @@ export function signInView(main, onSignedIn, reason) {
       button.disabled = false;
     }
   });
-  main.replaceChildren(form);
+  replace(main, form);
   document.title = 'Sign in · Tickwork';
   input.focus();
 }
