@@ -6,14 +6,16 @@ to skip them instead on a machine that cannot have it.
 """
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.integration.test_local_runtime import call
+from tickwork_local.runtime import LocalRuntime
+
+__all__ = ["call", "chromium_path", "create_job"]
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 SKIP_VARIABLE = "TICKWORK_SKIP_BROWSER_TESTS"
@@ -37,20 +39,7 @@ def chromium_path() -> str:
     pytest.fail(f"{problem}. Set {SKIP_VARIABLE}=1 to skip the browser tests on this machine.")
 
 
-def call(api_url: str, key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """The public API, as a client other than the console would call it."""
-    request = urllib.request.Request(
-        api_url + path, method=method, data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-def create_job(api_url: str, key: str, **fields: Any) -> dict[str, Any]:
-    status, job = call(api_url, key, "POST", "/jobs", fields)
+def create_job(runtime: LocalRuntime, **fields: Any) -> dict[str, Any]:
+    status, job = call(runtime, "POST", "/jobs", fields)
     assert status == 201, job
     return job

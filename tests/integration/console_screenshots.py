@@ -28,19 +28,18 @@ SEED_TIMEOUT_SECONDS = 60
 
 
 def seed(runtime: LocalRuntime, ok: Target, flaky: Target) -> dict[str, str]:
-    url, key = runtime.api_url, runtime.api_key
-    create_job(url, key, name="weekly-digest", schedule="every monday at 09:00", timezone="America/New_York",
+    create_job(runtime, name="weekly-digest", schedule="every monday at 09:00", timezone="America/New_York",
                request={"method": "POST", "url": ok.url + "/digest", "body": "{}",
                         "headers": {"Content-Type": "application/json", "Authorization": "Bearer s3cret-token"}})
-    report = create_job(url, key, name="nightly-report", schedule="0 30 2 * * *", timezone="Europe/Paris",
+    report = create_job(runtime, name="nightly-report", schedule="0 30 2 * * *", timezone="Europe/Paris",
                         request={"url": ok.url + "/report"})
-    call(url, key, "POST", f"/jobs/{report['id']}/pause")
-    heartbeat = create_job(url, key, name="heartbeat", schedule="*/2 * * * * *", request={"url": ok.url + "/beat"})
-    flaky_job = create_job(url, key, name="flaky-webhook", schedule="*/3 * * * * *", request={"url": flaky.url + "/hook"},
+    call(runtime, "POST", f"/jobs/{report['id']}/pause")
+    heartbeat = create_job(runtime, name="heartbeat", schedule="*/2 * * * * *", request={"url": ok.url + "/beat"})
+    flaky_job = create_job(runtime, name="flaky-webhook", schedule="*/3 * * * * *", request={"url": flaky.url + "/hook"},
                            retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
 
     def runs(job: dict[str, Any]) -> list[dict[str, Any]]:
-        return [r for r in call(url, key, "GET", f"/jobs/{job['id']}/executions")[1]["items"] if r["finished_at"]]
+        return [r for r in call(runtime, "GET", f"/jobs/{job['id']}/executions")[1]["items"] if r["finished_at"]]
 
     assert wait_for(lambda: len(runs(heartbeat)) >= 12 and len(runs(flaky_job)) >= 6, SEED_TIMEOUT_SECONDS)
     failed = next(r for r in runs(flaky_job) if r["status"] == "failed")

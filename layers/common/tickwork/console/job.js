@@ -29,7 +29,7 @@ export async function jobView(main, view, id, navigate) {
       h('input', { type: 'radio', name: 'measure', value, checked: value === measure,
         onchange: () => { measure = value; replace(chart, runChart(recent, measure)); } }), ` ${label}`)));
   const runs = runsTable(id, view);
-  const confirm = deleteDialog(job, async () => {
+  const confirm = deleteDialog(async () => {
     if (await act(() => api('DELETE', path).then(() => true), null)) navigate('#/jobs');
   });
   replace(main, 
@@ -40,8 +40,9 @@ export async function jobView(main, view, id, navigate) {
     h('div', { class: 'columns' },
       h('section', { 'aria-labelledby': 'h-settings' }, h('h2', { id: 'h-settings' }, 'Settings'), settings),
       h('section', { 'aria-labelledby': 'h-next' }, h('h2', { id: 'h-next' }, `Next ${UPCOMING} runs`), upcoming)),
-    confirm);
+    confirm.element);
 
+  const guard = (promise) => promise.catch((error) => view.fail(error));
   async function act(call, message) {
     notice.textContent = '';
     try {
@@ -64,13 +65,17 @@ export async function jobView(main, view, id, navigate) {
     replace(status, badge(job.status));
     if (!changed) return;
     const paused = job.status === 'paused';
-    replace(actions, 
-      h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit'),
-      job.status === 'active' ? button('Pause', () => act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)) : null,
-      paused ? button('Resume', () => act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob)) : null,
-      button('Run now', () => act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
-        h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll)),
-      button('Delete', () => confirm.showModal(), { class: 'danger' }));
+    // Pause and Resume swap places: keep the keyboard focus on the one that replaced the button pressed.
+    const focused = actions.contains(document.activeElement);
+    const toggle = job.status === 'active'
+      ? button('Pause', () => guard(act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)))
+      : paused ? button('Resume', () => guard(act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob))) : null;
+    replace(actions,
+      h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit'), toggle,
+      button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
+        h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))),
+      button('Delete', () => confirm.open(job.name), { class: 'danger' }));
+    if (focused && toggle) toggle.focus();
     replace(settings, settingsList(job));
     replace(upcoming, await nextRuns(job));
   };
@@ -130,14 +135,16 @@ async function nextRuns(job) {
     h('ol', { class: 'times' }, preview.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, relTime(t.utc))))));
 }
 
-function deleteDialog(job, onDelete) {
+function deleteDialog(onDelete) {
   const dialog = h('dialog', { 'aria-labelledby': 'delete-title' });
+  const name = h('strong');
   const cancel = h('button', { type: 'button', onclick: () => dialog.close() }, 'Cancel');
   const remove = h('button', { type: 'button', class: 'danger', onclick: async () => { dialog.close(); await onDelete(); } }, 'Delete job');
   dialog.append(h('h2', { id: 'delete-title' }, 'Delete this job?'),
-    h('p', {}, 'The job ', h('strong', {}, job.name), ' stops running at once. Its runs stay readable.'),
+    h('p', {}, 'The job ', name, ' stops running at once. Its runs stay readable.'),
     h('div', { class: 'actions' }, cancel, remove));
-  return dialog;
+  // Cancel first and focused: Enter or Escape right away deletes nothing.
+  return { element: dialog, open(jobName) { name.textContent = jobName; dialog.showModal(); cancel.focus(); } };
 }
 
 // The runs table, newest first, paged with the API's cursors; the status code comes from each run's attempts.
