@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded test-shifted lint bench lock clean openapi
+.PHONY: dev test test-embedded test-shifted lint bench lock clean openapi screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,9 @@ bench: $(STAMP)
 lock: $(STAMP)
 	$(VENV)/bin/uv pip compile pyproject.toml --python-version 3.13 --python-platform aarch64-manylinux2014 \
 		--generate-hashes --custom-compile-command "make lock" $(UPGRADE) -o layers/common/requirements.txt
+## The console's screenshots in docs/console/ (local runtime + Debian's Chromium; a minute or so).
+screenshots: $(STAMP)
+	$(PY) -m tests.integration.console_screenshots
 
 clean:
 	rm -rf $(VENV) .venv-* .tickwork .pytest_cache

@@ -1,0 +1,53 @@
+// The public API, called with the user's key. The key lives in sessionStorage only: never in a URL,
+// a cookie or localStorage, and it is forgotten when the tab closes or the user signs out.
+
+const KEY = 'tickwork.apiKey';
+
+export const session = {
+  get key() { return sessionStorage.getItem(KEY); },
+  save(key) { sessionStorage.setItem(KEY, key); },
+  forget() { sessionStorage.removeItem(KEY); },
+};
+
+export class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field ?? null;
+  }
+}
+
+export class UnreachableError extends Error {}
+
+export async function api(method, path, body, key = session.key) {
+  const headers = { Authorization: `Bearer ${key}` };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store', credentials: 'omit', redirect: 'error' });
+  } catch {
+    throw new UnreachableError('The Tickwork API cannot be reached.');
+  }
+  if (response.status === 204) return null;
+  let data = null;
+  try { data = await response.json(); } catch { /* a gateway's HTML error page, say */ }
+  if (!response.ok) throw errorOf(response, data);
+  if (data === null) throw new ApiError(response.status, 'bad_response', 'The API answered something that is not JSON.');
+  return data;
+}
+
+function errorOf(response, data) {
+  const detail = data && data.error;
+  // API Gateway's own answers (its authorizer's 401/403) are {"message": "..."}.
+  const message = (detail && detail.message) || (data && data.message) || `HTTP ${response.status}`;
+  return new ApiError(response.status, (detail && detail.code) || `http_${response.status}`, message, detail && detail.field);
+}
+
+export function query(params) {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) if (value !== null && value !== undefined) search.set(name, value);
+  const text = search.toString();
+  return text ? `?${text}` : '';
+}

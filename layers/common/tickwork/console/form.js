@@ -1,0 +1,216 @@
+// Create or edit a job. The schedule is previewed as it is typed (POST /schedules/preview, next 5 times);
+// an error the API returns is shown at the field it names.
+
+import { api, ApiError } from './api.js';
+import { h, replace, field, link } from './dom.js';
+import { absTime } from './format.js';
+
+const PREVIEW_DELAY_MS = 300;
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
+
+// [API field, input id, label, control factory, hint]
+const FIELDS = [
+  ['name', 'f-name', 'Name', () => h('input', { type: 'text', required: true, maxlength: 200 })],
+  ['schedule', 'f-schedule', 'Schedule', () => h('input', { type: 'text', required: true, autocomplete: 'off', spellcheck: 'false' }),
+    'cron (5 or 6 fields), rate(5 minutes), at(2030-01-01T09:00:00) or words like "every day at 09:30"'],
+  ['timezone', 'f-timezone', 'Time zone', () => h('input', { type: 'text', list: 'zones', autocomplete: 'off', value: 'UTC' })],
+  ['request.method', 'f-method', 'Method', () => h('select', {}, METHODS.map((m) => h('option', { value: m }, m)))],
+  ['request.url', 'f-url', 'URL', () => h('input', { type: 'url', required: true, spellcheck: 'false' })],
+  ['request.headers', 'f-headers', 'Headers', () => h('textarea', { rows: 3, spellcheck: 'false' }),
+    'one per line, "Name: value"; secret values show as *** and are kept when sent back unchanged'],
+  ['request.body', 'f-body', 'Body', () => h('textarea', { rows: 3, spellcheck: 'false' }), 'sent as is; empty for none'],
+  ['request.timeout_seconds', 'f-timeout', 'Timeout (seconds)', () => h('input', { type: 'number', min: 1, inputmode: 'numeric' })],
+  ['retry.strategy', 'f-strategy', 'Retry strategy', () => h('select', {}, ['exponential', 'linear', 'fixed'].map((m) => h('option', { value: m }, m)))],
+  ['retry.max_attempts', 'f-attempts', 'Attempts in all', () => h('input', { type: 'number', min: 1, max: 10, inputmode: 'numeric' })],
+  ['retry.delay_seconds', 'f-delay', 'Retry delay (seconds)', () => h('input', { type: 'number', min: 1, inputmode: 'numeric' })],
+  ['overlap', 'f-overlap', 'When a run is still going', () => h('select', {},
+    [['allow', 'allow: run both'], ['skip', 'skip the new one'], ['queue_one', 'queue_one: run it after']].map(([v, t]) => h('option', { value: v }, t)))],
+  ['catchup', 'f-catchup', 'After an outage', () => h('select', {},
+    [['latest', 'latest: run the latest slot'], ['all', 'all: run every slot']].map(([v, t]) => h('option', { value: v }, t)))],
+  ['catchup_window_seconds', 'f-window', 'Catch-up window (seconds)', () => h('input', { type: 'number', min: 0, inputmode: 'numeric' })],
+  ['start_at', 'f-start', 'Start at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-01-01T00:00:00Z', spellcheck: 'false' })],
+  ['end_at', 'f-end', 'End at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-12-31T00:00:00Z', spellcheck: 'false' })],
+];
+const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds']);
+
+export async function newJobView(main, view, navigate) {
+  renderForm(main, view, null, navigate);
+}
+
+export async function editJobView(main, view, id, navigate) {
+  const job = await api('GET', `/jobs/${encodeURIComponent(id)}`);
+  if (view.alive) renderForm(main, view, job, navigate);
+}
+
+function renderForm(main, view, job, navigate) {
+  const controls = new Map();
+  const fields = FIELDS.map(([name, id, label, make, hint]) => {
+    const control = make();
+    control.id = id;
+    control.name = name;
+    if (hint) control.setAttribute('aria-describedby', `${id}-hint`);
+    controls.set(name, control);
+    return field(label, control, hint);
+  });
+  const initial = job ? valuesOf(job) : {};
+  for (const [name, value] of Object.entries(initial)) controls.get(name).value = value;
+  const preview = h('div', { class: 'preview', id: 'preview', 'aria-live': 'polite' });
+  const formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
+  const submit = h('button', { type: 'submit' }, job ? 'Save changes' : 'Create job');
+  const form = h('form', { class: 'job-form', novalidate: true },
+    formError, fields.slice(0, 3), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(3, 8)),
+    h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(8, 14)),
+    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(14)),
+    h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
+  const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
+    .concat(['UTC']).map((z) => h('option', { value: z })));
+  replace(main, h('h1', { tabindex: '-1' }, job ? `Edit ${job.name}` : 'New job'), form, zones);
+  document.title = `${job ? 'Edit job' : 'New job'} · Tickwork`;
+
+  const errors = fieldErrors(controls, formError);
+  let pending = null;
+  let asked = 0;
+  const refreshPreview = async () => {
+    const ask = ++asked;
+    const schedule = controls.get('schedule').value.trim();
+    if (!schedule) { replace(preview); return; }
+    try {
+      const result = await api('POST', '/schedules/preview', { schedule, timezone: controls.get('timezone').value.trim() || 'UTC', count: 5 });
+      if (ask !== asked || !view.alive) return;
+      errors.clear('schedule'); errors.clear('timezone');
+      replace(preview, h('p', {}, h('strong', {}, 'Runs '), result.description),
+        h('ol', { class: 'times' }, result.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, `${t.local} in the schedule's zone`)))));
+    } catch (error) {
+      if (ask !== asked || !view.alive) return;
+      if (error instanceof ApiError && error.status === 400) {
+        replace(preview, h('p', { class: 'muted' }, 'No preview: the schedule cannot be used yet.'));
+        errors.show(error);
+      } else view.fail(error);
+    }
+  };
+  const schedulePreview = () => { clearTimeout(pending); pending = setTimeout(refreshPreview, PREVIEW_DELAY_MS); };
+  controls.get('schedule').addEventListener('input', schedulePreview);
+  controls.get('timezone').addEventListener('input', schedulePreview);
+  if (job) refreshPreview();
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    errors.clearAll();
+    let body;
+    try {
+      body = job ? changes(readValues(controls), initial) : creation(readValues(controls));
+    } catch (error) {
+      if (error instanceof ApiError) { errors.show(error); return; }
+      throw error;
+    }
+    submit.disabled = true;
+    try {
+      const saved = job ? await api('PATCH', `/jobs/${encodeURIComponent(job.id)}`, body) : await api('POST', '/jobs', body);
+      navigate(`#/jobs/${encodeURIComponent(saved.id)}`);
+    } catch (error) {
+      if (error instanceof ApiError && error.status < 500 && error.status !== 401) errors.show(error);
+      else view.fail(error);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+}
+
+function fieldErrors(controls, formError) {
+  const controlFor = (name) => {
+    if (!name) return null;
+    if (controls.has(name)) return controls.get(name);
+    const parent = [...controls.keys()].find((key) => name.startsWith(`${key}.`));
+    return parent ? controls.get(parent) : null;
+  };
+  const clear = (name) => {
+    const control = controls.get(name);
+    control.removeAttribute('aria-invalid');
+    const slot = document.getElementById(`${control.id}-error`);
+    slot.hidden = true;
+    slot.textContent = '';
+  };
+  return {
+    clear,
+    clearAll() { for (const name of controls.keys()) clear(name); formError.hidden = true; },
+    show(error) {
+      const control = controlFor(error.field);
+      if (!control) {
+        formError.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+        formError.hidden = false;
+        return;
+      }
+      const slot = document.getElementById(`${control.id}-error`);
+      slot.textContent = error.message;
+      slot.hidden = false;
+      control.setAttribute('aria-invalid', 'true');
+      const hint = document.getElementById(`${control.id}-hint`);
+      control.setAttribute('aria-describedby', hint ? `${control.id}-error ${hint.id}` : `${control.id}-error`);
+      if (document.activeElement !== controls.get('schedule') && document.activeElement !== controls.get('timezone')) control.focus();
+    },
+  };
+}
+
+function valuesOf(job) {
+  const r = job.request;
+  return {
+    name: job.name, schedule: job.schedule, timezone: job.timezone, 'request.method': r.method, 'request.url': r.url,
+    'request.headers': Object.entries(r.headers || {}).map(([k, v]) => `${k}: ${v}`).join('\n'),
+    'request.body': r.body ?? '', 'request.timeout_seconds': String(r.timeout_seconds),
+    'retry.strategy': job.retry.strategy, 'retry.max_attempts': String(job.retry.max_attempts),
+    'retry.delay_seconds': String(job.retry.delay_seconds), overlap: job.overlap, catchup: job.catchup,
+    catchup_window_seconds: String(job.catchup_window_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
+  };
+}
+
+function readValues(controls) {
+  return Object.fromEntries([...controls].map(([name, control]) => [name, control.value]));
+}
+
+function parseHeaders(text) {
+  const headers = {};
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const colon = line.indexOf(':');
+    if (colon < 1) throw new ApiError(400, 'invalid_request', 'each line must be "Name: value"', 'request.headers');
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  }
+  return headers;
+}
+
+function typed(name, text) {
+  if (name === 'request.headers') return parseHeaders(text);
+  if (name === 'request.body') return text === '' ? null : text;
+  if (name === 'start_at' || name === 'end_at') return text.trim() === '' ? null : text.trim();
+  if (NUMBERS.has(name)) {
+    if (!/^\s*-?\d+\s*$/.test(text)) throw new ApiError(400, 'invalid_request', 'a whole number is needed', name);
+    return Number(text);
+  }
+  return name === 'name' ? text : text.trim();
+}
+
+function put(body, name, value) {
+  const [outer, inner] = name.split('.');
+  if (inner === undefined) body[outer] = value;
+  else (body[outer] ??= {})[inner] = value;
+}
+
+// A new job: the values given; empty optional fields are left to the API's defaults.
+function creation(values) {
+  const body = {};
+  for (const [name, text] of Object.entries(values)) {
+    const optional = NUMBERS.has(name) || ['request.headers', 'request.body', 'start_at', 'end_at'].includes(name);
+    if (optional && text.trim() === '') continue;
+    put(body, name, typed(name, text));
+  }
+  if (!body.request?.body && body.request?.method === 'GET') delete body.request.body;
+  return body;
+}
+
+// An edit: only what changed, so an unchanged schedule does not restart the job.
+function changes(values, initial) {
+  const body = {};
+  for (const [name, text] of Object.entries(values)) {
+    if (text !== initial[name]) put(body, name, typed(name, text));
+  }
+  return body;
+}

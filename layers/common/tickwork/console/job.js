@@ -1,0 +1,197 @@
+// One job: its settings, next 10 fire times, a chart of recent runs, the paged runs table and its actions.
+
+import { api, query, ApiError } from './api.js';
+import { h, replace, link, badge, definitions } from './dom.js';
+import { absTime, relTime, runStats, percent, duration, lagMs, durationMs } from './format.js';
+import { runChart, MEASURES } from './chart.js';
+
+const RECENT = 50;
+const PAGE = 20;
+const REFRESH_MS = 3000;
+const UPCOMING = 10;
+
+export async function jobView(main, view, id, navigate) {
+  const path = `/jobs/${encodeURIComponent(id)}`;
+  let job = await api('GET', path);
+  if (!view.alive) return;
+  const title = h('h1', { tabindex: '-1' });
+  const status = h('span');
+  const actions = h('div', { class: 'actions' });
+  const notice = h('p', { class: 'notice', role: 'status', 'aria-live': 'polite' });
+  const settings = h('div');
+  const upcoming = h('div');
+  const chart = h('div');
+  const stats = h('p', { class: 'stats' });
+  let measure = 'duration';
+  let recent = [];
+  const measures = h('fieldset', { class: 'measure' }, h('legend', {}, 'Bar height'),
+    Object.entries(MEASURES).map(([value, [label]]) => h('label', {},
+      h('input', { type: 'radio', name: 'measure', value, checked: value === measure,
+        onchange: () => { measure = value; replace(chart, runChart(recent, measure)); } }), ` ${label}`)));
+  const runs = runsTable(id, view);
+  const confirm = deleteDialog(async () => {
+    if (await act(() => api('DELETE', path).then(() => true), null)) navigate('#/jobs');
+  });
+  replace(main, 
+    h('p', { class: 'crumbs' }, link('Jobs', 'jobs')),
+    h('div', { class: 'title-row' }, title, status), actions, notice,
+    h('section', { 'aria-labelledby': 'h-recent' }, h('h2', { id: 'h-recent' }, 'Recent runs'), stats, measures, chart),
+    h('section', { 'aria-labelledby': 'h-runs' }, h('h2', { id: 'h-runs' }, 'Runs'), runs.element),
+    h('div', { class: 'columns' },
+      h('section', { 'aria-labelledby': 'h-settings' }, h('h2', { id: 'h-settings' }, 'Settings'), settings),
+      h('section', { 'aria-labelledby': 'h-next' }, h('h2', { id: 'h-next' }, `Next ${UPCOMING} runs`), upcoming)),
+    confirm.element);
+
+  const guard = (promise) => promise.catch((error) => view.fail(error));
+  async function act(call, message) {
+    notice.textContent = '';
+    try {
+      const result = await call();
+      if (message) replace(notice, ...[].concat(message(result)));
+      return result;
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status === 401) view.fail(error);
+      else notice.textContent = `${error.message} (${error.code})`;
+      return undefined;
+    }
+  }
+
+  const button = (label, onclick, attrs = {}) => h('button', { type: 'button', ...attrs, onclick }, label);
+  const showJob = async (fresh, force) => {
+    const changed = force || fresh.version !== job.version || fresh.status !== job.status || fresh.updated_at !== job.updated_at;
+    job = fresh;
+    title.textContent = job.name;
+    document.title = `${job.name} · Tickwork`;
+    replace(status, badge(job.status));
+    if (!changed) return;
+    const paused = job.status === 'paused';
+    // Pause and Resume swap places: keep the keyboard focus on the one that replaced the button pressed.
+    const focused = actions.contains(document.activeElement);
+    const toggle = job.status === 'active'
+      ? button('Pause', () => guard(act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)))
+      : paused ? button('Resume', () => guard(act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob))) : null;
+    replace(actions,
+      h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit'), toggle,
+      button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
+        h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))),
+      button('Delete', () => confirm.open(job.name), { class: 'danger' }));
+    if (focused && toggle) toggle.focus();
+    replace(settings, settingsList(job));
+    replace(upcoming, await nextRuns(job));
+  };
+  const refreshJob = async (result) => { if (result) await showJob(result, true); };
+  const refreshRecent = async () => {
+    const page = await api('GET', `${path}/executions${query({ limit: RECENT })}`);
+    if (!view.alive) return;
+    const figures = runStats(page.items);
+    stats.textContent = page.items.length
+      ? `Last ${page.items.length} runs: ${percent(figures.successRate)} succeeded, fire lag p50 ${duration(figures.lagP50)}.`
+      : 'No runs yet.';
+    recent = page.items;
+    replace(chart, runChart(recent, measure));
+  };
+  const refreshAll = async () => {
+    const fresh = await api('GET', path);
+    if (!view.alive) return;
+    await Promise.all([showJob(fresh, false), refreshRecent(), runs.refresh()]);
+  };
+  await Promise.all([showJob(job, true), refreshRecent(), runs.refresh()]);
+  view.poll(REFRESH_MS, refreshAll);
+}
+
+function settingsList(job) {
+  const request = job.request;
+  const headers = Object.entries(request.headers || {});
+  return definitions([
+    ['Schedule', [h('span', {}, job.description), ' ', h('code', {}, job.schedule)]],
+    ['Time zone', job.timezone],
+    job.start_at ? ['Starts', absTime(job.start_at)] : null,
+    job.end_at ? ['Ends', absTime(job.end_at)] : null,
+    ['Request', h('code', { class: 'wrap' }, `${request.method} ${request.url}`)],
+    ['Headers', headers.length ? h('ul', { class: 'plain' }, headers.map(([k, v]) => h('li', {}, h('code', { class: 'wrap' }, `${k}: ${v}`)))) : 'none'],
+    request.body !== null ? ['Body', h('pre', {}, request.body)] : null,
+    ['Timeout', `${request.timeout_seconds} s`],
+    ['Retry', `${job.retry.strategy}, ${job.retry.max_attempts} attempts, delay ${job.retry.delay_seconds} s`],
+    ['Overlap', job.overlap],
+    ['Catch-up', `${job.catchup}, window ${job.catchup_window_seconds} s`],
+    ['Version', job.version],
+    ['Created', absTime(job.created_at)],
+    ['Updated', absTime(job.updated_at)],
+    ['Id', h('code', {}, job.id)],
+  ]);
+}
+
+async function nextRuns(job) {
+  if (job.status === 'completed') return h('p', { class: 'muted' }, 'Completed: no more runs.');
+  let preview;
+  try {
+    preview = await api('POST', '/schedules/preview', { schedule: job.schedule, timezone: job.timezone, count: UPCOMING,
+      start_at: job.start_at, end_at: job.end_at });
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 400) return h('p', { class: 'muted' }, 'No more runs.');
+    throw error;
+  }
+  return h('div', {}, job.status === 'paused' ? h('p', { class: 'muted' }, 'Paused: these slots will not run unless it is resumed.') : null,
+    h('ol', { class: 'times' }, preview.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, relTime(t.utc))))));
+}
+
+function deleteDialog(onDelete) {
+  const dialog = h('dialog', { 'aria-labelledby': 'delete-title' });
+  const name = h('strong');
+  const cancel = h('button', { type: 'button', onclick: () => dialog.close() }, 'Cancel');
+  const remove = h('button', { type: 'button', class: 'danger', onclick: async () => { dialog.close(); await onDelete(); } }, 'Delete job');
+  dialog.append(h('h2', { id: 'delete-title' }, 'Delete this job?'),
+    h('p', {}, 'The job ', name, ' stops running at once. Its runs stay readable.'),
+    h('div', { class: 'actions' }, cancel, remove));
+  // Cancel first and focused: Enter or Escape right away deletes nothing.
+  return { element: dialog, open(jobName) { name.textContent = jobName; dialog.showModal(); cancel.focus(); } };
+}
+
+// The runs table, newest first, paged with the API's cursors; the status code comes from each run's attempts.
+function runsTable(id, view) {
+  const body = h('tbody');
+  const pager = h('div', { class: 'pager' });
+  const cursors = [null];
+  let page = 0;
+  const codes = new Map();
+  const element = h('div', {}, h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
+    h('caption', { class: 'visually-hidden' }, 'Runs'),
+    h('thead', {}, h('tr', {}, ['Scheduled', 'Status', 'Attempts', 'Lag', 'Duration', 'Status code'].map((t) => h('th', { scope: 'col' }, t)))),
+    body)), pager);
+
+  async function statusCode(run, cell) {
+    if (!run.attempt_count || !run.finished_at) return;  // a finished run's attempts no longer change
+    if (!codes.has(run.id)) {
+      const detail = await api('GET', `/executions/${encodeURIComponent(run.id)}`);
+      const lastAttempt = detail.attempts.at(-1);
+      codes.set(run.id, lastAttempt && lastAttempt.status_code !== null ? String(lastAttempt.status_code) : 'none');
+    }
+    cell.textContent = codes.get(run.id);
+  }
+  async function refresh() {
+    const result = await api('GET', `/jobs/${encodeURIComponent(id)}/executions${query({ limit: PAGE, cursor: cursors[page] })}`);
+    if (!view.alive) return;
+    cursors[page + 1] = result.next_cursor;
+    const rows = result.items.map((run) => {
+      const code = h('td', { 'data-label': 'Status code' }, '—');
+      return [h('tr', {},
+        h('th', { scope: 'row', 'data-label': 'Scheduled' }, h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, absTime(run.scheduled_for)),
+          run.trigger === 'manual' ? h('span', { class: 'rel' }, 'manual') : null),
+        h('td', { 'data-label': 'Status' }, badge(run.status)),
+        h('td', { 'data-label': 'Attempts' }, run.attempt_count),
+        h('td', { 'data-label': 'Lag' }, duration(lagMs(run))),
+        h('td', { 'data-label': 'Duration' }, duration(durationMs(run))), code), run, code];
+    });
+    replace(body, ...rows.map(([row]) => row));
+    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs yet.')));
+    replace(pager, 
+      page > 0 ? h('button', { type: 'button', onclick: () => go(page - 1) }, 'Newer runs') : '',
+      result.next_cursor ? h('button', { type: 'button', onclick: () => go(page + 1) }, 'Older runs') : '');
+    await Promise.all(rows.map(([, run, cell]) => statusCode(run, cell)));
+  }
+  async function go(to) {
+    page = to;
+    try { await refresh(); } catch (error) { view.fail(error); }
+  }
+  return { element, refresh: () => (page === 0 ? refresh() : Promise.resolve()) };
+}

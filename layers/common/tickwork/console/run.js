@@ -1,0 +1,71 @@
+// One run: its fields and every attempt (start, duration, status code, error, response excerpt).
+// A run still in progress says so and reloads itself until it ends.
+
+import { api, ApiError } from './api.js';
+import { h, replace, link, badge, definitions } from './dom.js';
+import { absTime, duration, lagMs, durationMs, IN_PROGRESS } from './format.js';
+
+const REFRESH_MS = 1500;
+
+export async function runView(main, view, id) {
+  const path = `/executions/${encodeURIComponent(id)}`;
+  let run = await api('GET', path);
+  const jobName = await api('GET', `/jobs/${encodeURIComponent(run.job_id)}`).then((job) => job.name, (error) => {
+    if (error instanceof ApiError && error.status === 404) return 'deleted job';
+    throw error;
+  });
+  if (!view.alive) return;
+  const content = h('div');
+  replace(main, 
+    h('p', { class: 'crumbs' }, link('Jobs', 'jobs'), ' / ', link(jobName, 'jobs', run.job_id)),
+    h('h1', { tabindex: '-1' }, `Run of ${absTime(run.scheduled_for)}`), content);
+  document.title = `Run · ${jobName} · Tickwork`;
+  const show = () => replace(content, ...runContent(run));
+  show();
+  const refresh = async () => {
+    run = await api('GET', path);
+    if (!view.alive) return;
+    show();
+    if (!IN_PROGRESS.has(run.status)) view.stopPolling();
+  };
+  if (IN_PROGRESS.has(run.status)) view.poll(REFRESH_MS, refresh);
+}
+
+function runContent(run) {
+  const going = IN_PROGRESS.has(run.status);
+  return [
+    going ? h('p', { class: 'notice in-progress', role: 'status' },
+      `This run is ${run.status}: still in progress. This page updates by itself.`) : null,
+    definitions([
+      ['Status', badge(run.status)],
+      ['Trigger', run.trigger],
+      ['Scheduled for', absTime(run.scheduled_for)],
+      ['Started', absTime(run.started_at)],
+      ['Finished', absTime(run.finished_at)],
+      ['Fire lag', duration(lagMs(run))],
+      ['Duration', duration(durationMs(run))],
+      ['Attempts', run.attempt_count],
+      run.next_attempt_at ? ['Next attempt', absTime(run.next_attempt_at)] : null,
+      run.missed_count ? ['Missed slots', run.missed_count] : null,
+      run.last_error ? ['Last error', h('span', { class: 'error-text' }, run.last_error)] : null,
+      ['Id', h('code', {}, run.id)],
+    ]),
+    h('h2', {}, 'Attempts'),
+    run.attempts.length ? h('ol', { class: 'attempts' }, run.attempts.map(attemptItem)) : h('p', { class: 'muted' }, 'No attempt yet.'),
+  ];
+}
+
+function attemptItem(attempt) {
+  return h('li', { class: 'attempt' },
+    h('h3', {}, `Attempt ${attempt.number}`),
+    definitions([
+      ['Started', absTime(attempt.started_at)],
+      ['Duration', duration(attempt.duration_ms)],
+      ['Status code', attempt.status_code ?? 'no response'],
+      attempt.error ? ['Error', h('span', { class: 'error-text' }, attempt.error)] : null,
+    ]),
+    attempt.response_body !== null && attempt.response_body !== undefined
+      ? h('details', { open: true }, h('summary', {}, attempt.response_truncated ? 'Response (first 1024 characters)' : 'Response'),
+        h('pre', { class: 'response' }, attempt.response_body))
+      : null);
+}
