@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tickwork.api import app
+from tickwork.api.app import app
 from tickwork.api.console import ASSETS_PATH, CONSOLE_PATH, bundle
 from tickwork_local import apigw
 from tickwork_local.lambda_context import LocalContext
