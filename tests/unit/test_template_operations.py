@@ -199,6 +199,8 @@ def test_every_alarm_exists_with_its_threshold_and_notifies_the_operator_topic(d
         if namespace == metrics.NAMESPACE:
             assert metric in metrics.NAMES
             assert p["Dimensions"] == [{"Name": "service", "Value": metrics.SERVICE}]
+    # Not created (and so not alarming) while a new stack's database is still being created.
+    assert resources["NoTicksAlarm"]["DependsOn"] == "TickLoopSchedule"
     # 2 minutes without a tick, and a lag p99 over 2 s for 5 minutes, as the issue asks.
     assert alarms["NoTicksAlarm"]["Period"] * alarms["NoTicksAlarm"]["EvaluationPeriods"] == 120
     assert alarms["FireLagAlarm"]["Period"] * alarms["FireLagAlarm"]["EvaluationPeriods"] == 300
