@@ -71,6 +71,9 @@ class Settings:
     database_port: int = DEFAULT_DATABASE_PORT
     database_name: str = ""
     database_sslmode: str = DEFAULT_DATABASE_SSLMODE
+    # Envelope encryption of secrets (tickwork.crypto): data keys from this KMS key, else from a key file.
+    kms_key_id: str = ""
+    key_file: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -100,6 +103,8 @@ class Settings:
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),
             database_name=env.get("DATABASE_NAME", ""),
             database_sslmode=env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE,
+            kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
+            key_file=env.get("TICKWORK_KEY_FILE", ""),
         )
 
 

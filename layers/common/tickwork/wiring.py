@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tickwork.crypto import Keyring, KmsWrapper, LocalWrapper
+from tickwork.errors import ConfigurationError
 from tickwork.interfaces import Invoker, Sender
 from tickwork.invoker import LambdaInvoker
 from tickwork.sending import BoundedSender
@@ -23,6 +25,11 @@ class Services:
     redis: Any  # redis.Redis or redis.cluster.RedisCluster
     invoker: Invoker | None = None
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
+    keyring: Keyring | None = None  # built from the settings when not given
+
+    def __post_init__(self) -> None:
+        if self.keyring is None:
+            self.keyring = build_keyring(self.settings)
 
     def close(self) -> None:
         self.db.close()
@@ -52,6 +59,19 @@ class _IdleCheck:
         returned = self._returned.pop(id(conn), None)
         if returned is None or self._clock() - returned > IDLE_PING_SECONDS:
             conn.execute("")  # raises on a dead connection: the pool replaces it
+
+
+def build_keyring(settings: Settings) -> Keyring:
+    """Data keys from the stack's KMS key in AWS, from a key file (under the data directory) locally."""
+    if settings.kms_key_id:
+        import boto3
+
+        return Keyring(KmsWrapper(boto3.client("kms"), settings.kms_key_id))
+    if settings.key_file:
+        from pathlib import Path
+
+        return Keyring(LocalWrapper(Path(settings.key_file)))
+    raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
 
 
 def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float] = time.monotonic) -> Any:

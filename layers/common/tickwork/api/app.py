@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from tickwork.api import errors
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.routes import router
+from tickwork.api.secrets import router as secrets_router
 from tickwork.errors import InvalidInputError
 
 API_TITLE = "Tickwork"
@@ -27,6 +28,7 @@ app.configure_openapi(
     security=[{"apiKey": []}],
 )
 app.include_router(router)
+app.include_router(secrets_router)
 errors.register(app)
 
 
