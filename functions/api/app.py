@@ -1,5 +1,6 @@
 """API Lambda: the management API (jobs, executions, schedule preview) behind API Gateway HTTP API 2.0,
-its Lambda authorizer, and the operator's admin actions by direct invoke ({"admin": "create-tenant", ...})."""
+its Lambda authorizer, and the operator's admin actions by direct invoke ({"admin": "create-tenant", ...},
+{"admin": "rotate-encryption-key"})."""
 from __future__ import annotations
 
 import threading
@@ -17,7 +18,7 @@ _one_request_at_a_time = threading.Lock()
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_event(event):
-        return handle_admin(services().db, event)
+        return handle_admin(services().db, event, services().keyring)
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:

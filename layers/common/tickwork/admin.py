@@ -3,6 +3,10 @@ permission, so no HTTP route leads here (an API Gateway event always carries a r
 
 {"admin": "create-tenant", "name": "acme"} creates a tenant and its first API key, and returns the key:
 the only time it is seen in clear (only its digest is stored).
+
+{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
+secret and sensitive job header with it (tickwork.vault.reencrypt_all); older keys stay to open anything
+written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
 """
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 
+from tickwork import vault
 from tickwork.api.errors import tickwork_error
+from tickwork.crypto import Keyring
 from tickwork.errors import ConflictError, InvalidInputError, TickworkError
 from tickwork.store import tenants
 
@@ -23,11 +29,15 @@ def is_admin_event(event: Mapping[str, Any]) -> bool:
     return "admin" in event and "requestContext" not in event
 
 
-def handle_admin(pool: Any, event: Mapping[str, Any]) -> dict[str, Any]:
+def handle_admin(pool: Any, event: Mapping[str, Any], keyring: Keyring | None = None) -> dict[str, Any]:
     """The action's result, or {"statusCode", "error": {"code", "message", "field"}} as the API's errors."""
     try:
+        if event["admin"] == "rotate-encryption-key":
+            assert keyring is not None, "the API function passes its Services.keyring"
+            return vault.reencrypt_all(keyring, pool)
         if event["admin"] != "create-tenant":
-            raise InvalidInputError("admin", "unknown admin action; the one there is: create-tenant")
+            raise InvalidInputError("admin", "unknown admin action; those there are: create-tenant, "
+                                             "rotate-encryption-key")
         return create_tenant_with_key(pool, _tenant_name(event.get("name")))
     except TickworkError as exc:
         response = tickwork_error(exc)

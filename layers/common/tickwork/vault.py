@@ -82,11 +82,11 @@ def signing_secret(scope: Scope) -> str:
 
 
 def rotate_signing_secret(scope: Scope) -> str:
-    """A new current secret; the previous one keeps signing for ROTATION_OVERLAP."""
+    """A new current secret; the previous one keeps signing for ROTATION_OVERLAP (one retired earlier stops)."""
     keyring = _keyring(scope)
     with scope.db.connection() as conn, conn.transaction():
         store.lock_tenant(conn, scope.tenant_id)
-        store.retire_signing_secrets(conn, scope.tenant_id, scope.now, scope.now + ROTATION_OVERLAP)
+        store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
         secret = signing.new_secret()
         _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
     logger.info("signing secret rotated", extra={"tenant_id": scope.tenant_id})

@@ -135,9 +135,9 @@ def add_signing_secret(conn: Any, tenant_id: str, secret_id: str, sealed: str, n
     ).rowcount == 1
 
 
-def retire_signing_secrets(conn: Any, tenant_id: str, now: datetime, until: datetime) -> None:
-    """The current secret signs until `until`; secrets already past their time are dropped."""
-    conn.execute("DELETE FROM signing_secrets WHERE tenant_id = %s AND expires_at <= %s", (tenant_id, now))
+def retire_signing_secrets(conn: Any, tenant_id: str, until: datetime) -> None:
+    """The current secret signs until `until`; one retired by an earlier rotation stops now (at most two sign)."""
+    conn.execute("DELETE FROM signing_secrets WHERE tenant_id = %s AND expires_at IS NOT NULL", (tenant_id,))
     conn.execute("UPDATE signing_secrets SET expires_at = %s WHERE tenant_id = %s AND expires_at IS NULL",
                  (until, tenant_id))
 
@@ -145,12 +145,11 @@ def retire_signing_secrets(conn: Any, tenant_id: str, now: datetime, until: date
 # ---------------------------------------------------------------- re-encryption
 
 def all_sealed(conn: Any) -> list[tuple[str, str, str, str]]:
-    """(table, key, tenant_id, sealed) of every secret and signing secret."""
-    rows = conn.execute(
-        "SELECT 'secrets', name, tenant_id::text, sealed FROM secrets"
-        " UNION ALL SELECT 'signing_secrets', id::text, tenant_id::text, sealed FROM signing_secrets"
-    ).fetchall()
-    return [tuple(row) for row in rows]
+    """(table, key, tenant_id, sealed) of every secret and signing secret, locked until the transaction ends
+    (a concurrent write is not overwritten with an older value)."""
+    secrets = conn.execute("SELECT name, tenant_id::text, sealed FROM secrets FOR UPDATE").fetchall()
+    signing = conn.execute("SELECT id::text, tenant_id::text, sealed FROM signing_secrets FOR UPDATE").fetchall()
+    return [("secrets", *row) for row in secrets] + [("signing_secrets", *row) for row in signing]
 
 
 def reseal(conn: Any, table: str, tenant_id: str, key: str, sealed: str) -> None:
@@ -160,8 +159,9 @@ def reseal(conn: Any, table: str, tenant_id: str, key: str, sealed: str) -> None
 
 
 def job_requests(conn: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    """(job_id, tenant_id, request) of every job, deleted ones too (their rows keep their headers)."""
-    return [(r[0], r[1], r[2]) for r in conn.execute("SELECT id::text, tenant_id::text, request FROM jobs")]
+    """(job_id, tenant_id, request) of every job, deleted ones too (their rows keep their headers), locked."""
+    rows = conn.execute("SELECT id::text, tenant_id::text, request FROM jobs FOR UPDATE").fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def set_job_request(conn: Any, job_id: str, request: Any) -> None:
