@@ -37,6 +37,8 @@ REQUIRED_ROUTES = {
     ("GET", "/jobs/{id}/executions"),
     ("GET", "/executions/{id}"),
     ("POST", "/schedules/preview"),
+    ("GET", "/secrets"), ("PUT", "/secrets/{name}"), ("DELETE", "/secrets/{name}"),
+    ("GET", "/signing-secret"), ("POST", "/signing-secret/rotate"),
 }
 
 
@@ -310,7 +312,7 @@ def test_every_route_but_the_public_default_goes_through_the_authorizer(transfor
     assert scheme["authorizerUri"]["Fn::Sub"][1]["__FunctionArn__"] == {"Fn::GetAtt": ["ApiFunction", "Arn"]}
     security = {(path, method): op.get("security") for path, ops in body["paths"].items() for method, op in ops.items()}
     assert security.pop(("$default", "x-amazon-apigateway-any-method")) == [{"NONE": []}]
-    assert len(security) == 8 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
+    assert len(security) == 12 and all(s == [{"ApiKeyAuthorizer": []}] for s in security.values()), security
     permission = resources["HttpApiApiKeyAuthorizerAuthorizerPermission"]["Properties"]
     assert permission["Principal"] == "apigateway.amazonaws.com"
     assert permission["SourceArn"]["Fn::Sub"][0].endswith("/authorizers/*")
@@ -642,6 +644,23 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
     for function in FUNCTIONS:
         role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
+
+
+def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    key = resources["SecretsKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    account_wide = [s for s in key["KeyPolicy"]["Statement"] if "Condition" not in s]
+    assert all(not {"kms:Decrypt", "kms:GenerateDataKey", "kms:*"} & set(s["Action"]) for s in account_wide)
+    (use,) = resources["SecretsKeyUsePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert set(use["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
+    assert use["Resource"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
+    attached = {"Ref": "SecretsKeyUsePolicy"}
+    for function in FUNCTIONS:
+        role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert (attached in resources[role]["Properties"]["ManagedPolicyArns"]) == (function != "PollerFunction")
+        env = resources[function]["Properties"]["Environment"]["Variables"]
+        assert env["TICKWORK_KMS_KEY_ID"] == {"Ref": "SecretsKey"}
 
 
 # ------------------------------------------------------------------------------- deploy ordering
