@@ -16,6 +16,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.conftest import Target
+from tests.integration.api_client import Api, use_settings
 from tests.integration.helpers import FakeClock, attempts, executions, executor_at, insert_job
 from tickwork import vault
 from tickwork.admin import handle_admin
@@ -91,28 +92,32 @@ def test_a_secret_in_a_header_url_and_body_is_sent_and_the_request_verifies(
 
 
 def test_nothing_stored_or_logged_holds_a_secret_or_a_sensitive_header_value(
-    services: Services, target: Target, tenant: str, now: datetime, capsys: pytest.CaptureFixture[str],
+    api: Api, services: Services, target: Target, now: datetime, capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The acceptance check, through the API as a user would: a secret, a job using it and a plain sensitive
+    header, two attempts at a target that echoes them; then every table, key and log line is searched."""
     caplog.set_level(logging.DEBUG)
-    scope = _scope(services, tenant, now)
-    vault.put_secret(scope, "TOKEN", TOKEN)
+    use_settings(services, allow_private_targets=True)  # the target is on loopback
+    assert api.call("PUT", "/secrets/TOKEN", {"value": TOKEN}).status == 201
+    job = api.create(request={"url": target.url + "/hook", "body": '{"t": "${secrets.TOKEN}"}', "headers": {
+        "Authorization": "Bearer ${secrets.TOKEN}", "X-Api-Key": API_KEY, "X-Echo": "${secrets.TOKEN}"}},
+        retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
+    assert api.call("POST", f"/jobs/{job['id']}/run").status == 202
     target.response_body = f"echo: Bearer {TOKEN} {API_KEY} {json.dumps(TOKEN)}".encode()
     target.statuses = [500, 500]
-    job_id = _job(services, tenant, now, target, headers={"Authorization": "Bearer ${secrets.TOKEN}",
-                                                         "X-Api-Key": API_KEY, "X-Echo": "${secrets.TOKEN}"},
-                  retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
     clock = FakeClock(now)
-    assert _run(services, job_id, clock) == ["retrying"]
+    assert _run(services, job["id"], clock) == ["retrying"]
     clock.sleep(1)
-    assert _run(services, job_id, clock) == ["failed"]
-    assert len(target.requests) == 2 and target.requests[1]["headers"]["X-Echo"] == TOKEN
+    assert _run(services, job["id"], clock) == ["failed"]
+    assert [r["headers"]["Authorization"] for r in target.requests] == [f"Bearer {TOKEN}"] * 2
+    assert target.requests[1]["headers"]["X-Api-Key"] == API_KEY and target.requests[1]["body"] == f'{{"t": "{TOKEN}"}}'
 
     # Log records with every field they carry (the JSON formatter prints these), and whatever reached stdout.
     logs = "\n".join(json.dumps(vars(record), default=str) for record in caplog.records) + capsys.readouterr().out
     dump = _postgres_dump(services) + _redis_dump(services) + logs
     assert TOKEN not in dump and API_KEY not in dump
-    (run,) = executions(services, job_id)
+    (run,) = executions(services, job["id"])
     with services.db.connection() as conn:
         bodies = [r[0] for r in conn.execute("SELECT response_body FROM attempts WHERE execution_id = %s", (run[0],))]
     assert bodies == ["echo: *** *** \"***\""] * 2

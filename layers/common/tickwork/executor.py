@@ -23,11 +23,11 @@ from tickwork.crypto import SealError
 from tickwork.dueindex import DueIndex
 from tickwork.errors import InvalidInputError, UnsafeTargetError
 from tickwork.interfaces import Group, Result
+from tickwork.interpolation import UnknownSecretError
 from tickwork.models import Dispatch, StartedExecution
+from tickwork.outgoing import TenantSecrets
 from tickwork.redaction import redact, spellings
 from tickwork.store import executions as store
-from tickwork.interpolation import UnknownSecretError
-from tickwork.outgoing import TenantSecrets
 from tickwork.targets import resolve_public_addresses, validate_target_url
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
@@ -114,12 +114,13 @@ class Executor:
         unknown secret is a recorded failure."""
         try:
             request, values = self.secrets.request_to_send(run)
+            signing = self.secrets.signing(run)
             if request["url"] != run.request["url"]:
                 validate_target_url(request["url"], self.svc.settings.allow_private_targets)
         except UnknownSecretError as exc:
             return delivery.failed_before_sending(exc.message)
         except SealError:
-            return delivery.failed_before_sending("refused: a sealed header value does not open")
+            return delivery.failed_before_sending("refused: a stored secret does not decrypt")
         except InvalidInputError as exc:  # its messages never quote the URL
             return delivery.failed_before_sending(f"refused: {exc.message}")
         timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
@@ -134,8 +135,7 @@ class Executor:
             except OSError:
                 return delivery.failed_before_sending("connection failed: could not resolve host")
         return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
-                                started_at=run.attempt_started_at, signing=self.secrets.signing(run),
-                                secrets=values)
+                                started_at=run.attempt_started_at, signing=signing, secrets=values)
 
     def fire(self, prepared: delivery.Prepared) -> datetime:
         """Send now; returns the moment it was sent (the attempt's start)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from tickwork.crypto import Keyring, KmsWrapper, LocalWrapper
@@ -68,8 +69,6 @@ def build_keyring(settings: Settings) -> Keyring:
 
         return Keyring(KmsWrapper(boto3.client("kms"), settings.kms_key_id))
     if settings.key_file:
-        from pathlib import Path
-
         return Keyring(LocalWrapper(Path(settings.key_file)))
     raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
 

@@ -20,7 +20,8 @@ router = Router()
 
 
 class SecretPut(_Strict):
-    value: str = Field(description=f"Up to {vault.MAX_VALUE_BYTES} bytes (UTF-8). Never shown again.")
+    # repr=False: powertools logs a route's arguments at DEBUG.
+    value: str = Field(description=f"Up to {vault.MAX_VALUE_BYTES} bytes (UTF-8). Never shown again.", repr=False)
 
 
 class SecretOut(BaseModel):
@@ -40,7 +41,8 @@ class SigningSecretOut(BaseModel):
 
 
 @router.put("/secrets/<name>", summary="Create (201) or replace (200) a secret", tags=["secrets"],
-            responses={**_responses(200, 400, 409), 201: {"description": "Created"}})
+            responses={**_responses(200, 400, 409),
+                       201: {"description": "Created", "content": {"application/json": {"model": SecretOut}}}})
 def put_secret(name: str, secret: SecretPut, scope: Caller) -> Response[SecretOut]:
     row, created = vault.put_secret(scope, name, secret.value)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
