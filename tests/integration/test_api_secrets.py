@@ -14,6 +14,7 @@ from tickwork import vault
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError
 from tickwork.jobs import Scope
+from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.wiring import Services
 
@@ -154,3 +155,12 @@ def _scope(services: Services, tenant_id: str) -> Scope:
                  datetime.now(timezone.utc), services.keyring)
 
 
+
+
+def test_a_data_key_is_never_stored_inside_a_transaction_that_could_roll_it_back(db: Any) -> None:
+    """A key cached by the environment but rolled back in Postgres would seal values nobody else can open."""
+    with db.transaction():
+        with pytest.raises(RuntimeError):
+            PgKeyStore(db).add(b"wrapped", "local")
+    assert PgKeyStore(db).current() is None
+    assert PgKeyStore(db).add(b"wrapped", "local") == 1

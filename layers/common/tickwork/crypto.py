@@ -151,6 +151,10 @@ class Keyring:
     def version_of(self, sealed: str) -> int:
         return _parse(sealed)[0]
 
+    def ensure(self, store: KeyStore) -> None:
+        """Make sure a data key exists (creating the first one) before sealing inside a transaction."""
+        self.current_version(store)
+
     def current_version(self, store: KeyStore) -> int:
         with self._lock:
             if self._current is not None and self.clock() - self._current[1] < CURRENT_VERSION_TTL_SECONDS:

@@ -41,12 +41,17 @@ def put_secret(scope: Scope, name: str, value: str) -> tuple[SecretRow, bool]:
     _check_name(name)
     if len(value.encode()) > MAX_VALUE_BYTES:
         raise InvalidInputError("value", f"at most {MAX_VALUE_BYTES} bytes")
-    with scope.db.connection() as conn, conn.transaction():
+    with scope.db.connection() as conn:
         sealed = _keyring(scope).seal(PgKeyStore(conn), value, _secret_context(scope.tenant_id, name))
-        store.lock_tenant(conn, scope.tenant_id)
-        if not store.secret_exists(conn, scope.tenant_id, name) and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
-            raise _TooManyError(f"a tenant has at most {MAX_SECRETS} secrets")
-        return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now)
+        with conn.transaction():
+            return _put_sealed(conn, scope, name, sealed)
+
+
+def _put_sealed(conn: Any, scope: Scope, name: str, sealed: str) -> tuple[SecretRow, bool]:
+    store.lock_tenant(conn, scope.tenant_id)
+    if not store.secret_exists(conn, scope.tenant_id, name) and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
+        raise _TooManyError(f"a tenant has at most {MAX_SECRETS} secrets")
+    return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now)
 
 
 def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) -> Page[SecretRow]:
@@ -84,12 +89,19 @@ def signing_secret(scope: Scope) -> str:
 def rotate_signing_secret(scope: Scope) -> str:
     """A new current secret; the previous one keeps signing for ROTATION_OVERLAP (one retired earlier stops)."""
     keyring = _keyring(scope)
-    with scope.db.connection() as conn, conn.transaction():
-        store.lock_tenant(conn, scope.tenant_id)
-        store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
-        secret = signing.new_secret()
-        _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
+    with scope.db.connection() as conn:
+        keyring.ensure(PgKeyStore(conn))
+        with conn.transaction():
+            secret = _rotate(keyring, conn, scope)
     logger.info("signing secret rotated", extra={"tenant_id": scope.tenant_id})
+    return secret
+
+
+def _rotate(keyring: Keyring, conn: Any, scope: Scope) -> str:
+    store.lock_tenant(conn, scope.tenant_id)
+    store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
+    secret = signing.new_secret()
+    _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
     return secret
 
 

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.request import Request
 from tickwork.dueindex import DueIndex
 from tickwork.errors import UnauthorizedError
 from tickwork.jobs import Scope
+from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import tenant_for_key
 from tickwork.wiring import services
 
@@ -30,6 +31,8 @@ def current_scope(request: Request) -> Scope:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     with svc.db.connection() as conn:
         tenant_id = tenant_for_key(conn, token)
+        if tenant_id is not None and svc.keyring is not None:
+            svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
     if tenant_id is None:
         raise UnauthorizedError("invalid API key")
     return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, tenant_id, now, svc.keyring)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
 
@@ -40,6 +41,9 @@ class PgKeyStore:
         return None if row is None else bytes(row[0])
 
     def add(self, wrapped: bytes, wrapper: str) -> int:
+        # A key whose row a rollback could take away might already have sealed values kept elsewhere.
+        if self.conn.info.transaction_status != TransactionStatus.IDLE:
+            raise RuntimeError("a data key is stored outside any transaction (Keyring.ensure first)")
         return int(self.conn.execute(
             "INSERT INTO encryption_keys (wrapped, wrapper) VALUES (%s, %s) RETURNING version", (wrapped, wrapper),
         ).fetchone()[0])
