@@ -37,7 +37,8 @@ SEALED_MARK = "\nsealed:"
 # ---------------------------------------------------------------- secrets
 
 def put_secret(scope: Scope, name: str, value: str) -> tuple[SecretRow, bool]:
-    """Create or replace a secret; returns it and whether it was created. The limit holds under concurrent creates (tenant lock)."""
+    """Create or replace a secret; returns it and whether it was created. The limit holds under
+    concurrent creates (the tenant's row is locked)."""
     _check_name(name)
     if len(value.encode()) > MAX_VALUE_BYTES:
         raise InvalidInputError("value", f"at most {MAX_VALUE_BYTES} bytes")
@@ -49,7 +50,8 @@ def put_secret(scope: Scope, name: str, value: str) -> tuple[SecretRow, bool]:
 
 def _put_sealed(conn: Any, scope: Scope, name: str, sealed: str) -> tuple[SecretRow, bool]:
     store.lock_tenant(conn, scope.tenant_id)
-    if not store.secret_exists(conn, scope.tenant_id, name) and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
+    adding = not store.secret_exists(conn, scope.tenant_id, name)
+    if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
         raise _TooManyError(f"a tenant has at most {MAX_SECRETS} secrets")
     return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now)
 
@@ -123,7 +125,9 @@ def _add_signing(keyring: Keyring, conn: Any, tenant_id: str, secret: str, now: 
 
 # ---------------------------------------------------------------- job headers
 
-def seal_request(keyring: Keyring, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
+def seal_request(
+    keyring: Keyring, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any],
+) -> dict[str, Any]:
     """The request as stored: every sensitive header value sealed (those already sealed are kept)."""
     headers = request.get("headers") or {}
     if not any(is_sensitive_header(name) and not is_sealed(v) for name, v in headers.items()):
@@ -142,7 +146,9 @@ def is_sealed(value: str) -> bool:
     return value.startswith(SEALED_MARK)
 
 
-def opened_headers(keyring: Keyring, keys: Any, tenant_id: str, job_id: str, headers: Mapping[str, str]) -> dict[str, str]:
+def opened_headers(
+    keyring: Keyring, keys: Any, tenant_id: str, job_id: str, headers: Mapping[str, str],
+) -> dict[str, str]:
     """Header values as they are sent."""
     return {
         name: keyring.open(keys, value[len(SEALED_MARK):], _header_context(tenant_id, job_id, name))
@@ -161,7 +167,8 @@ def signing_keys(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> 
         current_signing(keyring, conn, tenant_id, now)
         rows = store.signing_secrets(conn, tenant_id, now)
     keys = PgKeyStore(conn)
-    return tuple(signing.secret_key(keyring.open(keys, row.sealed, _signing_context(tenant_id, row.id))) for row in rows)
+    opened = (keyring.open(keys, row.sealed, _signing_context(tenant_id, row.id)) for row in rows)
+    return tuple(signing.secret_key(secret) for secret in opened)
 
 
 def open_secret(keyring: Keyring, keys: Any, tenant_id: str, name: str, sealed: str) -> str:
@@ -179,7 +186,8 @@ def reencrypt_all(keyring: Keyring, pool: Any) -> dict[str, int]:
             keys = PgKeyStore(conn)
             for table, key, tenant_id, sealed in store.all_sealed(conn):
                 context = _secret_context(tenant_id, key) if table == "secrets" else _signing_context(tenant_id, key)
-                store.reseal(conn, table, tenant_id, key, keyring.seal(keys, keyring.open(keys, sealed, context), context))
+                resealed = keyring.seal(keys, keyring.open(keys, sealed, context), context)
+                store.reseal(conn, table, tenant_id, key, resealed)
                 counts[table] += 1
             for job_id, tenant_id, request in store.job_requests(conn):
                 headers = opened_headers(keyring, keys, tenant_id, job_id, request.get("headers") or {})

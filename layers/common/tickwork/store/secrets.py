@@ -78,7 +78,8 @@ def count_secrets(conn: Any, tenant_id: str) -> int:
 
 
 def secret_exists(conn: Any, tenant_id: str, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM secrets WHERE tenant_id = %s AND name = %s", (tenant_id, name)).fetchone() is not None
+    row = conn.execute("SELECT 1 FROM secrets WHERE tenant_id = %s AND name = %s", (tenant_id, name)).fetchone()
+    return row is not None
 
 
 def put_secret(conn: Any, tenant_id: str, name: str, sealed: str, now: datetime) -> tuple[SecretRow, bool]:
