@@ -19,6 +19,7 @@ from tickwork.api.errors import tickwork_error
 from tickwork.crypto import Keyring
 from tickwork.errors import ConflictError, InvalidInputError, TickworkError
 from tickwork.store import tenants
+from tickwork.wiring import require_keyring
 
 logger = Logger(child=True)
 
@@ -33,8 +34,7 @@ def handle_admin(pool: Any, event: Mapping[str, Any], keyring: Keyring | None = 
     """The action's result, or {"statusCode", "error": {"code", "message", "field"}} as the API's errors."""
     try:
         if event["admin"] == "rotate-encryption-key":
-            assert keyring is not None, "the API function passes its Services.keyring"
-            return vault.reencrypt_all(keyring, pool)
+            return vault.reencrypt_all(require_keyring(keyring), pool)
         if event["admin"] != "create-tenant":
             raise InvalidInputError("admin", "unknown admin action; those there are: create-tenant, "
                                              "rotate-encryption-key")

@@ -242,7 +242,6 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
 def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
     """The job as stored: the secrets it references exist, its sensitive header values are sealed."""
     vault.check_references(conn, scope.tenant_id, job.request)
-    assert scope.keyring is not None, "the scope's keyring (Services.keyring) is required"
     return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
 
 

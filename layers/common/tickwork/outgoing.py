@@ -17,12 +17,12 @@ from tickwork.models import StartedExecution
 from tickwork.signing import Signing
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PoolKeyStore
+from tickwork.wiring import require_keyring
 
 
 class TenantSecrets:
     def __init__(self, svc: Any, clock: Callable[[], float] = time.time) -> None:
-        assert svc.keyring is not None, "Services.keyring is required to send"
-        self.keyring: Keyring = svc.keyring
+        self.keyring: Keyring = require_keyring(svc.keyring)
         self.db = svc.db
         self.keys = PoolKeyStore(svc.db)
         self.clock = clock

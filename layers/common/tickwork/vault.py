@@ -21,6 +21,7 @@ from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.redaction import is_sensitive_header
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
+from tickwork.wiring import require_keyring
 
 if TYPE_CHECKING:
     from tickwork.jobs import Page, Scope
@@ -126,13 +127,13 @@ def _add_signing(keyring: Keyring, conn: Any, tenant_id: str, secret: str, now: 
 # ---------------------------------------------------------------- job headers
 
 def seal_request(
-    keyring: Keyring, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any],
+    keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The request as stored: every sensitive header value sealed (those already sealed are kept)."""
     headers = request.get("headers") or {}
     if not any(is_sensitive_header(name) and not is_sealed(v) for name, v in headers.items()):
         return dict(request)
-    keys = PgKeyStore(conn)
+    keyring, keys = require_keyring(keyring), PgKeyStore(conn)
     sealed = {name: _seal_header(keyring, keys, tenant_id, job_id, name, value)
               if is_sensitive_header(name) and not is_sealed(value) else value for name, value in headers.items()}
     return {**request, "headers": sealed}
@@ -211,8 +212,7 @@ def _check_name(name: str) -> None:
 
 
 def _keyring(scope: Scope) -> Keyring:
-    assert scope.keyring is not None, "the scope's keyring (Services.keyring) is required"
-    return scope.keyring
+    return require_keyring(scope.keyring)
 
 
 def _secret_context(tenant_id: str, name: str) -> str:

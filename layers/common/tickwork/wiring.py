@@ -26,7 +26,7 @@ class Services:
     redis: Any  # redis.Redis or redis.cluster.RedisCluster
     invoker: Invoker | None = None
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
-    keyring: Keyring | None = None  # built from the settings when not given
+    keyring: Keyring | None = None  # built from the settings when not given (None if they name no key)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -62,15 +62,22 @@ class _IdleCheck:
             conn.execute("")  # raises on a dead connection: the pool replaces it
 
 
-def build_keyring(settings: Settings) -> Keyring:
-    """Data keys from the stack's KMS key in AWS, from a key file (under the data directory) locally."""
+def build_keyring(settings: Settings) -> Keyring | None:
+    """Data keys from the stack's KMS key in AWS, from a key file (under the data directory) locally; None
+    without either (what seals or opens a secret then raises ConfigurationError)."""
     if settings.kms_key_id:
         import boto3
 
         return Keyring(KmsWrapper(boto3.client("kms"), settings.kms_key_id))
     if settings.key_file:
         return Keyring(LocalWrapper(Path(settings.key_file)))
-    raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
+    return None
+
+
+def require_keyring(keyring: Keyring | None) -> Keyring:
+    if keyring is None:
+        raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
+    return keyring
 
 
 def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float] = time.monotonic) -> Any:
