@@ -11,6 +11,7 @@ import gc
 import io
 import json
 import logging
+import tempfile
 import threading
 import time
 import uuid
@@ -80,8 +81,10 @@ class Workspace:
         self.schema = f"bench_{label}_{suffix}"
         self.namespace = f"tickwork-bench-{label}-{suffix}"
         self.database_url = _with_search_path(servers.database_url, self.schema)
+        self._keys = tempfile.TemporaryDirectory(prefix="tickwork-bench-keys-")
         self.settings = Settings(database_url=self.database_url, redis_url=servers.redis_url,
-                                 namespace=self.namespace, allow_private_targets=True)
+                                 namespace=self.namespace, allow_private_targets=True,
+                                 key_file=f"{self._keys.name}/master.key")
         self.redis = redis.Redis.from_url(servers.redis_url, decode_responses=True)
         self._closers: list[Callable[[], None]] = []
 
@@ -102,6 +105,7 @@ class Workspace:
         self.redis.close()
         with psycopg.connect(self.servers.database_url, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+        self._keys.cleanup()
 
     def key(self, name: str) -> str:
         """A key inside this run's namespace (the baseline keeps its own keys here too)."""

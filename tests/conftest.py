@@ -43,6 +43,12 @@ def _with_search_path(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}options={option}"
 
 
+@pytest.fixture(scope="session")
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test session's local master key (tickwork.crypto.LocalWrapper), created on first use."""
+    return tmp_path_factory.mktemp("keys") / "master.key"
+
+
 @pytest.fixture
 def database_url(servers: Any) -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -57,13 +63,14 @@ def database_url(servers: Any) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(servers: Any, database_url: str) -> Iterator[Settings]:
+def settings(servers: Any, database_url: str, key_file: Path) -> Iterator[Settings]:
     namespace = f"tickwork-test-{uuid.uuid4().hex[:12]}"
     yield Settings(
         database_url=database_url,
         redis_url=servers.redis_url,
         namespace=namespace,
         allow_private_targets=True,
+        key_file=str(key_file),
     )
     import redis
 

@@ -1,5 +1,6 @@
 """API Lambda: the management API (jobs, executions, schedule preview) behind API Gateway HTTP API 2.0,
-its Lambda authorizer, and the operator's admin actions by direct invoke ({"admin": "create-tenant", ...})."""
+its Lambda authorizer, and the operator's admin actions by direct invoke ({"admin": "create-tenant", ...},
+{"admin": "rotate-encryption-key"})."""
 from __future__ import annotations
 
 import threading
@@ -24,7 +25,7 @@ logger = function_logger()
 @with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_event(event):
-        return handle_admin(services().db, event, services().settings)
+        return handle_admin(services().db, event, services().settings, services().keyring)
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:

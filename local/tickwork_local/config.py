@@ -46,6 +46,8 @@ class LocalConfig:
             "REDIS_URL": redis_url,
             # Local targets such as 127.0.0.1:9000 are the point of running locally.
             "TICKWORK_ALLOW_PRIVATE_TARGETS": "true",
+            # The master key that wraps the data keys of secrets, created 0600 on first use.
+            "TICKWORK_KEY_FILE": self.env.get("TICKWORK_KEY_FILE") or str(self.data_dir / "keys" / "master.key"),
         })
 
 

@@ -94,7 +94,8 @@ def job_body(request: dict[str, Any] | None = None, **fields: Any) -> dict[str, 
 
 
 def use_settings(services: Services, **changes: Any) -> None:
-    configure(Services(replace(services.settings, **changes), services.db, services.redis, services.invoker))
+    configure(Services(replace(services.settings, **changes), services.db, services.redis, services.invoker,
+                       keyring=services.keyring))
 
 
 def use_clock(clock: Callable[[], float]) -> None:

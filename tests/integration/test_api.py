@@ -12,10 +12,12 @@ import pytest
 
 from tests.conftest import load_event
 from tests.integration.api_client import TARGET_SECRET, Api, job_body
+from tickwork import vault
 from tickwork.dueindex import DueIndex, execution_member, job_member
 from tickwork.models import StartedExecution
 from tickwork.schedule import parse_schedule
 from tickwork.store import executions as executions_store
+from tickwork.store.secrets import PoolKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.timeutil import parse_rfc3339, to_ms
 from tickwork.wiring import Services
@@ -35,6 +37,12 @@ def stored_job(db: Any, job_id: str) -> dict[str, Any]:
     row = db.execute("SELECT request, status, version, next_run_at, deleted_at FROM jobs WHERE id = %s",
                      (job_id,)).fetchone()
     return dict(zip(("request", "status", "version", "next_run_at", "deleted_at"), row))
+
+
+def opened_headers(services: Services, tenant_id: str, job_id: str, stored: dict[str, str]) -> dict[str, str]:
+    """Stored header values as the executor sends them (sensitive ones are stored sealed)."""
+    assert services.keyring is not None
+    return vault.opened_headers(services.keyring, PoolKeyStore(services.db), tenant_id, job_id, stored)
 
 
 def indexed_spec(services: Services, index: DueIndex, job_id: str) -> dict[str, Any] | None:
@@ -94,7 +102,8 @@ def test_defaults_get_then_post_with_body(api: Api) -> None:
     assert api.call("POST", "/jobs", with_body).body["request"]["method"] == "POST"
 
 
-def test_secret_headers_are_redacted_in_every_response_but_stored(api: Api, db: Any) -> None:
+def test_secret_headers_are_redacted_in_every_response_and_stored_sealed(api: Api, db: Any,
+                                                                          services: Services) -> None:
     headers = {"Authorization": f"Bearer {TARGET_SECRET}", "X-Api-Key": TARGET_SECRET, "Cookie": TARGET_SECRET,
                "X-Webhook-Secret": TARGET_SECRET, "X-Trace": "visible"}
     created = api.call("POST", "/jobs", job_body(request={"headers": headers}))
@@ -108,7 +117,10 @@ def test_secret_headers_are_redacted_in_every_response_but_stored(api: Api, db: 
     shown = created.body["request"]["headers"]
     assert shown == {"Authorization": "***", "X-Api-Key": "***", "Cookie": "***", "X-Webhook-Secret": "***",
                      "X-Trace": "visible"}
-    assert stored_job(db, job_id)["request"]["headers"]["Authorization"] == f"Bearer {TARGET_SECRET}"
+    stored = stored_job(db, job_id)["request"]["headers"]
+    assert TARGET_SECRET not in json.dumps(stored) and stored["X-Trace"] == "visible"
+    opened = opened_headers(services, api.tenant_id, job_id, stored)
+    assert opened == headers
 
 
 def test_get_shows_the_job_with_its_next_five_runs(api: Api) -> None:
@@ -187,7 +199,8 @@ def test_patch_same_schedule_changes_nothing(api: Api) -> None:
     assert reply.body["updated_at"] == job["updated_at"]
 
 
-def test_patch_request_fields_is_visible_to_the_next_run_without_rescheduling(api: Api, db: Any) -> None:
+def test_patch_request_fields_is_visible_to_the_next_run_without_rescheduling(api: Api, db: Any,
+                                                                            services: Services) -> None:
     job = api.create()
     reply = api.call("PATCH", f"/jobs/{job['id']}",
                      {"name": "renamed", "request": {"url": "https://example.org/new", "timeout_seconds": 5},
@@ -203,10 +216,11 @@ def test_patch_request_fields_is_visible_to_the_next_run_without_rescheduling(ap
     assert stored["url"] == "https://example.org/new"
     assert stored["timeout_seconds"] == 5
     assert stored["method"] == "POST"
-    assert stored["headers"]["Authorization"] == f"Bearer {TARGET_SECRET}"
+    opened = opened_headers(services, api.tenant_id, job["id"], stored["headers"])
+    assert opened["Authorization"] == f"Bearer {TARGET_SECRET}"
 
 
-def test_patch_sending_back_redacted_headers_keeps_the_secret(api: Api, db: Any) -> None:
+def test_patch_sending_back_redacted_headers_keeps_the_secret(api: Api, db: Any, services: Services) -> None:
     job = api.create()
     shown = job["request"]["headers"]
     assert shown["Authorization"] == "***"
@@ -215,7 +229,9 @@ def test_patch_sending_back_redacted_headers_keeps_the_secret(api: Api, db: Any)
 
     assert reply.status == 200, reply.body
     stored = stored_job(db, job["id"])["request"]["headers"]
-    assert stored == {"Authorization": f"Bearer {TARGET_SECRET}", "Content-Type": "application/json", "X-New": "1"}
+    assert TARGET_SECRET not in json.dumps(stored)
+    opened = opened_headers(services, api.tenant_id, job["id"], stored)
+    assert opened == {"Authorization": f"Bearer {TARGET_SECRET}", "Content-Type": "application/json", "X-New": "1"}
 
 
 def test_patch_can_clear_the_window(api: Api) -> None:

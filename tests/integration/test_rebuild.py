@@ -67,7 +67,8 @@ def tenant(svc: Services) -> str:
 
 
 def api(svc: Services, tenant_id: str, now: datetime = T0) -> job_service.Scope:
-    return job_service.Scope(db=svc.db, index=due_index(svc), settings=svc.settings, tenant_id=tenant_id, now=now)
+    return job_service.Scope(db=svc.db, index=due_index(svc), settings=svc.settings, tenant_id=tenant_id, now=now,
+                             keyring=svc.keyring)
 
 
 def after_first_call(monkeypatch: pytest.MonkeyPatch, name: str, then: Callable[[], Any]) -> None:

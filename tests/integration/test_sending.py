@@ -45,7 +45,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch, sender: Sender) -> list[int]:
 def lambda_services(settings: Settings, services: Services, monkeypatch: pytest.MonkeyPatch) -> Iterator[Services]:
     """What the executor Lambda's `services()` builds from its environment on a cold start."""
     for name, value in {"DATABASE_URL": settings.database_url, "REDIS_URL": settings.redis_url,
-                        "TICKWORK_NAMESPACE": settings.namespace, "TICKWORK_ALLOW_PRIVATE_TARGETS": "true"}.items():
+                        "TICKWORK_NAMESPACE": settings.namespace, "TICKWORK_ALLOW_PRIVATE_TARGETS": "true",
+                        "TICKWORK_KEY_FILE": settings.key_file}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("EXECUTOR_FUNCTION_NAME", raising=False)
     wiring.configure(None)

@@ -40,6 +40,8 @@ REQUIRED_ROUTES = {
     ("GET", "/executions"),
     ("GET", "/stats"),
     ("GET", "/api-keys"), ("POST", "/api-keys"), ("DELETE", "/api-keys/{id}"),
+    ("GET", "/secrets"), ("PUT", "/secrets/{name}"), ("DELETE", "/secrets/{name}"),
+    ("GET", "/signing-secret"), ("POST", "/signing-secret/rotate"),
 }
 
 
@@ -652,6 +654,23 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
     for function in FUNCTIONS:
         role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
+
+
+def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transformed: dict[str, Any]) -> None:
+    resources = transformed["Resources"]
+    key = resources["SecretsKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    account_wide = [s for s in key["KeyPolicy"]["Statement"] if "Condition" not in s]
+    assert all(not {"kms:Decrypt", "kms:GenerateDataKey", "kms:*"} & set(s["Action"]) for s in account_wide)
+    (use,) = resources["SecretsKeyUsePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert set(use["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
+    assert use["Resource"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
+    attached = {"Ref": "SecretsKeyUsePolicy"}
+    for function in FUNCTIONS:
+        role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+        assert (attached in resources[role]["Properties"]["ManagedPolicyArns"]) == (function != "PollerFunction")
+        env = resources[function]["Properties"]["Environment"]["Variables"]
+        assert env["TICKWORK_KMS_KEY_ID"] == {"Ref": "SecretsKey"}
 
 
 # ------------------------------------------------------------------------------- deploy ordering

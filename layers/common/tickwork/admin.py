@@ -8,6 +8,9 @@ the only time it is seen in clear (only its digest is stored).
 the tenant's quotas (tickwork.quotas): a number sets one, null goes back to the deployment's default, a
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
 keep running; the next create, update or resume that would exceed it is refused.
+{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
+secret and sensitive job header with it (tickwork.vault.reencrypt_all); older keys stay to open anything
+written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
 """
 from __future__ import annotations
 
@@ -16,11 +19,13 @@ from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 
-from tickwork import quotas
+from tickwork import quotas, vault
+from tickwork.crypto import Keyring
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, TickworkError
 from tickwork.settings import Settings
 from tickwork.store import quotas as quotas_store
 from tickwork.store import tenants
+from tickwork.wiring import require_keyring
 
 logger = Logger(child=True)
 
@@ -33,13 +38,18 @@ def is_admin_event(event: Mapping[str, Any]) -> bool:
     return "admin" in event and "requestContext" not in event
 
 
-def handle_admin(pool: Any, event: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+def handle_admin(
+    pool: Any, event: Mapping[str, Any], settings: Settings, keyring: Keyring | None = None,
+) -> dict[str, Any]:
     """The action's result, or {"statusCode", "error": {"code", "message", "field"}} as the API's errors."""
     try:
         if event["admin"] == "set-quotas":
             return set_quotas(pool, settings, event)
+        if event["admin"] == "rotate-encryption-key":
+            return vault.reencrypt_all(require_keyring(keyring), pool)
         if event["admin"] != "create-tenant":
-            raise InvalidInputError("admin", "unknown admin action; the ones there are: create-tenant, set-quotas")
+            raise InvalidInputError("admin", "unknown admin action; the ones there are: create-tenant, set-quotas, "
+                                             "rotate-encryption-key")
         return create_tenant_with_key(pool, _tenant_name(event.get("name")))
     except TickworkError as exc:
         from tickwork.api.errors import tickwork_error  # the API's error shape, without loading the API first

@@ -34,8 +34,9 @@ from urllib3 import exceptions as ux
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from tickwork.deadline import LateError, TimedResponse, time_to_send
-from tickwork.redaction import redact, secret_values
+from tickwork.redaction import redact, secret_values, spellings
 from tickwork.retry import is_retryable_status
+from tickwork.signing import Signing
 
 # Enough of a response to debug a failing target; history rows stay small.
 MAX_STORED_BODY_BYTES = 4096
@@ -48,6 +49,9 @@ MAX_IDLE_PER_TARGET = 64
 # Idle connections kept in all: each is an open file, and Lambda allows an environment 1,024. Beyond this
 # the least recently used target's oldest are closed.
 MAX_IDLE = 256
+
+# Failures before sending that a retry would only repeat: a refused target, a secret the tenant lacks.
+NOT_RETRIED = ("refused:", "unknown secret ")
 
 # (scheme, host, port, pinned address): a connection pinned to a checked address is only reused for it.
 TargetKey = tuple[str, str, int, str | None]
@@ -68,7 +72,7 @@ class Outcome:
     @property
     def retryable(self) -> bool:
         if self.status_code is None:
-            return self.error is not None and not self.error.startswith("refused:")
+            return self.error is not None and not self.error.startswith(NOT_RETRIED)
         return is_retryable_status(self.status_code)
 
 
@@ -166,6 +170,7 @@ class Prepared:
     conn: HTTPConnection | None = None
     reused: bool = False
     error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
+    secrets: tuple[str, ...] = ()  # values interpolated into the request, redacted from what is stored
     _fired: float | None = field(default=None, repr=False)  # time.monotonic() of the write
     _send_error: Exception | None = field(default=None, repr=False)
 
@@ -253,6 +258,8 @@ class Prepared:
 
     def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
         secrets = secret_values(self.headers, self.path.partition("?")[2])
+        if self.secrets:
+            secrets = tuple(sorted({*secrets, *self.secrets}, key=len, reverse=True))
         body, error = redact(outcome.body, secrets, cut), redact(outcome.error, secrets)
         return outcome if (body, error) == (outcome.body, outcome.error) else replace(outcome, body=body, error=error)
 
@@ -262,7 +269,8 @@ class Prepared:
 
 def prepare(
     connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
-    pinned_address: str | None = None, started_at: datetime | None = None,
+    pinned_address: str | None = None, started_at: datetime | None = None, signing: Signing | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> Prepared:
     """Make an attempt ready: no redirects will be followed (a redirect could point inside the network)
     and nothing is retried behind the caller's back.
@@ -271,7 +279,8 @@ def prepare(
     TLS SNI and certificate checks keep using the URL's host name: a second DNS answer cannot redirect it.
     `started_at` is when the attempt's time began (the executor passes the start Postgres recorded, which
     the sweeper counts from too); by default, now. The attempt is over `timeout` after it, and never more
-    than `timeout` after it is fired.
+    than `timeout` after it is fired. With `signing` the request carries Standard Webhooks signature
+    headers over exactly the body sent; `secrets` are values interpolated into it, never stored.
     """
     begun = time.monotonic()
     start = begun if started_at is None else begun + started_at.timestamp() - time.time()
@@ -282,8 +291,11 @@ def prepare(
     raw = request.get("body")
     body = raw.encode() if isinstance(raw, str) else raw
     headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
+    if signing is not None:
+        headers = {n: v for n, v in headers.items() if n.lower() not in _SIGNATURE_HEADERS} | signing.headers(body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout)
+    prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout,
+                        secrets=spellings(secrets))
     conn, prepared.reused = connections.take(key)
     prepared.conn = conn
     try:
@@ -299,6 +311,9 @@ def prepare(
             conn.close()
             return replace(prepared, conn=None, error=_describe_error(exc, timeout))
     return prepared
+
+
+_SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
 
 
 def _request_headers(

@@ -19,12 +19,16 @@ from typing import Any, Callable, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork import delivery, metrics, retry
+from tickwork.crypto import SealError
 from tickwork.dueindex import DueIndex
-from tickwork.errors import UnsafeTargetError
+from tickwork.errors import InvalidInputError, UnsafeTargetError
 from tickwork.interfaces import Group, Result
+from tickwork.interpolation import UnknownSecretError
 from tickwork.models import Dispatch, StartedExecution
+from tickwork.outgoing import TenantSecrets
+from tickwork.redaction import redact, spellings
 from tickwork.store import executions as store
-from tickwork.targets import resolve_public_addresses
+from tickwork.targets import resolve_public_addresses, validate_target_url
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 
@@ -58,9 +62,11 @@ class Executor:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     index: DueIndex = field(init=False)
+    secrets: TenantSecrets = field(init=False)  # each tenant's, read once per invocation
 
     def __post_init__(self) -> None:
         self.index = DueIndex(self.svc.redis, self.svc.settings.namespace)
+        self.secrets = TenantSecrets(self.svc, self.clock)
 
     def run(self, dispatches: Sequence[Dispatch]) -> list[str]:
         """Run every dispatch of one invocation; returns each one's outcome (its status, or why it did
@@ -104,8 +110,19 @@ class Executor:
         return started
 
     def prepare(self, run: StartedExecution) -> delivery.Prepared:
-        """Check the target and ready a connection to it; a refused target is a recorded failure."""
-        request = run.request
+        """Open its secrets, check the target and ready a connection to it, signed; a refused target or an
+        unknown secret is a recorded failure."""
+        try:
+            request, values = self.secrets.request_to_send(run)
+            signing = self.secrets.signing(run)
+            if request["url"] != run.request["url"]:
+                validate_target_url(request["url"], self.svc.settings.allow_private_targets)
+        except UnknownSecretError as exc:
+            return delivery.failed_before_sending(exc.message)
+        except SealError:
+            return delivery.failed_before_sending("refused: a stored secret does not decrypt")
+        except InvalidInputError as exc:  # its messages never quote the URL
+            return delivery.failed_before_sending(f"refused: {exc.message}")
         timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
         pinned = None
         if not self.svc.settings.allow_private_targets:
@@ -114,11 +131,11 @@ class Executor:
                 # Connect to the address just checked, so a second DNS answer cannot point inside the network.
                 pinned = resolve_public_addresses(host, port, allow_private=False)[0]
             except UnsafeTargetError as exc:
-                return delivery.failed_before_sending(f"refused: {exc.message}")
+                return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(values)))
             except OSError:
                 return delivery.failed_before_sending("connection failed: could not resolve host")
         return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
-                                started_at=run.attempt_started_at)
+                                started_at=run.attempt_started_at, signing=signing, secrets=values)
 
     def fire(self, prepared: delivery.Prepared) -> datetime:
         """Send now; returns the moment it was sent (the attempt's start)."""

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from tickwork import policy, quotas, scheduling
+from tickwork import policy, quotas, scheduling, vault
+from tickwork.crypto import Keyring
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
 from tickwork.filters import ExecutionFilter, JobFilter
@@ -48,6 +49,7 @@ class Scope:
     settings: Settings
     tenant_id: str
     now: datetime
+    keyring: Keyring | None = None  # seals sensitive values (Services.keyring)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
     job = replace(job, next_run_at=_require_run(job, scope.now))
     with scope.db.connection() as conn, conn.transaction():
         quotas.enforce(conn, scope.settings, None, job)
+        job = _with_secrets_checked(scope, conn, job)
         jobs_store.insert_job(conn, job)
     scheduling.index_job(scope.index, job)
     return job
@@ -214,6 +217,8 @@ def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -
     with scope.db.connection() as conn, conn.transaction():
         current = _found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
         updated = change(current)
+        if updated.request != current.request:
+            updated = _with_secrets_checked(scope, conn, updated)
         if updated != current:
             quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
@@ -250,6 +255,12 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
     if job.status == "paused":
         return moved
     return replace(moved, status="active", next_run_at=_require_run(moved, scope.now))
+
+
+def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
+    """The job as stored: the secrets it references exist, its sensitive header values are sealed."""
+    vault.check_references(conn, scope.tenant_id, job.request)
+    return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
 
 
 def _paused(job: JobRow) -> JobRow:

@@ -32,6 +32,12 @@ def secret_values(headers: Mapping[str, str], query: str) -> tuple[str, ...]:
     return _spellings(tuple(_sensitive_values(headers, query)))
 
 
+def spellings(values: Sequence[str]) -> tuple[str, ...]:
+    """How `redact` finds each of `values` (secrets interpolated into a request): as is, JSON- and
+    percent-encoded, and without an auth scheme."""
+    return _spellings(tuple(values)) if values else ()
+
+
 @lru_cache(maxsize=1024)  # a job's secrets are the same at every attempt
 def _spellings(values: tuple[str, ...]) -> tuple[str, ...]:
     found: set[str] = set()

@@ -95,6 +95,9 @@ class Settings:
     # psycopg prepares a statement run 5 times on a connection; RDS Proxy pins such a session to one
     # database connection, so the template turns this off behind the proxy.
     db_prepared_statements: bool = True
+    # Envelope encryption of secrets (tickwork.crypto): data keys from this KMS key, else from a key file.
+    kms_key_id: str = ""
+    key_file: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -134,6 +137,8 @@ class Settings:
             database_sslrootcert=_sslrootcert(env, sslmode),
             db_pool_size=_int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
             db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
+            kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
+            key_file=env.get("TICKWORK_KEY_FILE", ""),
         )
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
+from tickwork.crypto import Keyring, KmsWrapper, LocalWrapper
+from tickwork.errors import ConfigurationError
 from tickwork.interfaces import Invoker, Sender
 from tickwork.invoker import LambdaInvoker
 from tickwork.sending import BoundedSender
@@ -24,6 +27,11 @@ class Services:
     invoker: Invoker | None = None
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
     clock: Callable[[], float] = time.time  # the API's `now` per request (epoch seconds); tests pin it
+    keyring: Keyring | None = None  # built from the settings when not given (None if they name no key)
+
+    def __post_init__(self) -> None:
+        if self.keyring is None:
+            self.keyring = build_keyring(self.settings)
 
     def close(self) -> None:
         self.db.close()
@@ -53,6 +61,24 @@ class _IdleCheck:
         returned = self._returned.pop(id(conn), None)
         if returned is None or self._clock() - returned > IDLE_PING_SECONDS:
             conn.execute("")  # raises on a dead connection: the pool replaces it
+
+
+def build_keyring(settings: Settings) -> Keyring | None:
+    """Data keys from the stack's KMS key in AWS, from a key file (under the data directory) locally; None
+    without either (what seals or opens a secret then raises ConfigurationError)."""
+    if settings.kms_key_id:
+        import boto3
+
+        return Keyring(KmsWrapper(boto3.client("kms"), settings.kms_key_id))
+    if settings.key_file:
+        return Keyring(LocalWrapper(Path(settings.key_file)))
+    return None
+
+
+def require_keyring(keyring: Keyring | None) -> Keyring:
+    if keyring is None:
+        raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
+    return keyring
 
 
 def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float] = time.monotonic) -> Any:

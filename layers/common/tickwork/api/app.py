@@ -15,6 +15,7 @@ from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.keys import router as keys_router
 from tickwork.api.routes import router
+from tickwork.api.secrets import router as secrets_router
 from tickwork.errors import InvalidInputError, TickworkError
 
 API_TITLE = "Tickwork"
@@ -29,7 +30,8 @@ app.configure_openapi(
     security=[{"apiKey": []}],
 )
 app.include_router(router)
-for extra in (executions.router, stats.router, health.router, docs.router, keys_router, console.router):
+for extra in (executions.router, stats.router, health.router, docs.router, keys_router, secrets_router,
+              console.router):
     app.include_router(extra)
 errors.register(app)
 

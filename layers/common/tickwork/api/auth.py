@@ -12,6 +12,7 @@ from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.jobs import Scope
 from tickwork.ratelimit import RateLimiter
 from tickwork.store import keys
+from tickwork.store.secrets import PgKeyStore
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, services
 
@@ -38,10 +39,13 @@ def current_scope(request: Request) -> Scope:
         caller = keys.authenticate(conn, token)
         if caller is not None:
             keys.note_use(conn, caller, now)
+            if svc.keyring is not None:
+                svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
     if caller is None:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller.key_id, now)
-    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, caller.tenant_id, now)
+    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, caller.tenant_id, now,
+                 svc.keyring)
 
 
 def _spend(svc: Services, request: Request, key_id: str, now: datetime) -> None:

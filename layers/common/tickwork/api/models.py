@@ -132,7 +132,8 @@ class RequestSpec(_Strict):
 
     method: HttpMethod | None = None
     url: Url
-    headers: Headers = Field(default_factory=dict)
+    # Not in repr: powertools logs a route's arguments at DEBUG, and sensitive values must not reach logs.
+    headers: Headers = Field(default_factory=dict, repr=False)
     body: RequestBody | None = None
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
 
@@ -168,7 +169,7 @@ class RequestPatch(_Strict):
 
     method: Unchanged[HttpMethod] = None
     url: Unchanged[Url] = None
-    headers: Unchanged[Headers] = None
+    headers: Unchanged[Headers] = Field(None, repr=False)
     body: RequestBody | None = None
     timeout_seconds: Unchanged[Timeout] = None
 

@@ -1,0 +1,79 @@
+"""Secrets (`${secrets.NAME}` in a job's request) and the tenant's Standard Webhooks signing secret.
+
+A secret's value is write-only: no route returns it. The signing secret is the tenant's to verify with,
+so it is returned (it is a secret of the tenant's own receivers, not of Tickwork's).
+"""
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field
+
+from tickwork import vault
+from tickwork.api.models import Timestamp, _Strict
+from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
+from tickwork.api.routes import Caller, Cursor, Limit, _responses
+from tickwork.store.secrets import SecretRow
+from tickwork.timeutil import rfc3339
+
+router = Router()
+
+
+class SecretPut(_Strict):
+    # repr=False: powertools logs a route's arguments at DEBUG.
+    value: str = Field(description=f"Up to {vault.MAX_VALUE_BYTES} bytes (UTF-8). Never shown again.", repr=False)
+
+
+class SecretOut(BaseModel):
+    name: str
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class SecretList(BaseModel):
+    items: list[SecretOut]
+    next_cursor: str | None
+
+
+class SigningSecretOut(BaseModel):
+    secret: str = Field(description="whsec_ and the base64 key: verify webhook-signature with it.",
+                        examples=["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+
+
+@router.put("/secrets/<name>", summary="Create (201) or replace (200) a secret", tags=["secrets"],
+            responses={**_responses(200, 400, 409),
+                       201: {"description": "Created", "content": {"application/json": {"model": SecretOut}}}})
+def put_secret(name: str, secret: SecretPut, scope: Caller) -> Response[SecretOut]:
+    row, created = vault.put_secret(scope, name, secret.value)
+    return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
+                    body=_out(row).model_dump())
+
+
+@router.get("/secrets", summary="List secrets (names only), newest first", tags=["secrets"],
+            responses=_responses(200, 400))
+def list_secrets(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> SecretList:
+    page = vault.list_secrets(scope, limit, decode_cursor("secrets", cursor))
+    return SecretList(items=[_out(row) for row in page.items], next_cursor=encode_cursor("secrets", page.next_key))
+
+
+@router.delete("/secrets/<name>", status_code=204, summary="Delete a secret", tags=["secrets"],
+               responses=_responses(204, 404))
+def delete_secret(name: str, scope: Caller) -> Response[None]:
+    vault.delete_secret(scope, name)
+    return Response(status_code=204)
+
+
+@router.get("/signing-secret", summary="The signing secret (created on first use)", tags=["signing"],
+            responses=_responses(200))
+def get_signing_secret(scope: Caller) -> SigningSecretOut:
+    return SigningSecretOut(secret=vault.signing_secret(scope))
+
+
+@router.post("/signing-secret/rotate", summary="Make a new signing secret; the old one signs for 24 h more",
+             tags=["signing"], responses=_responses(200))
+def rotate_signing_secret(scope: Caller) -> SigningSecretOut:
+    return SigningSecretOut(secret=vault.rotate_signing_secret(scope))
+
+
+def _out(row: SecretRow) -> SecretOut:
+    return SecretOut(name=row.name, created_at=rfc3339(row.created_at) or "", updated_at=rfc3339(row.updated_at) or "")

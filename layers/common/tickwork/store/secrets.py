@@ -1,0 +1,173 @@
+"""SQL over secrets, signing secrets and wrapped data keys. Values arrive and leave sealed (tickwork.crypto)."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.pq import TransactionStatus
+from psycopg.rows import class_row
+
+
+@dataclass(frozen=True)
+class SecretRow:
+    id: str
+    name: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SigningRow:
+    id: str
+    sealed: str
+    created_at: datetime
+    expires_at: datetime | None
+
+
+class PgKeyStore:
+    """crypto.KeyStore over the encryption_keys table, on one connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def current(self) -> tuple[int, bytes] | None:
+        row = self.conn.execute("SELECT version, wrapped FROM encryption_keys ORDER BY version DESC LIMIT 1").fetchone()
+        return None if row is None else (row[0], bytes(row[1]))
+
+    def wrapped(self, version: int) -> bytes | None:
+        row = self.conn.execute("SELECT wrapped FROM encryption_keys WHERE version = %s", (version,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def add(self, wrapped: bytes, wrapper: str) -> int:
+        # A key whose row a rollback could take away might already have sealed values kept elsewhere.
+        if self.conn.info.transaction_status != TransactionStatus.IDLE:
+            raise RuntimeError("a data key is stored outside any transaction (Keyring.ensure first)")
+        return int(self.conn.execute(
+            "INSERT INTO encryption_keys (wrapped, wrapper) VALUES (%s, %s) RETURNING version", (wrapped, wrapper),
+        ).fetchone()[0])
+
+
+class PoolKeyStore(PgKeyStore):
+    """The same, taking a connection from `pool` for each read (a key is read once per environment)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def current(self) -> tuple[int, bytes] | None:
+        with self.pool.connection() as conn:
+            return PgKeyStore(conn).current()
+
+    def wrapped(self, version: int) -> bytes | None:
+        with self.pool.connection() as conn:
+            return PgKeyStore(conn).wrapped(version)
+
+    def add(self, wrapped: bytes, wrapper: str) -> int:
+        with self.pool.connection() as conn:
+            return PgKeyStore(conn).add(wrapped, wrapper)
+
+
+def lock_tenant(conn: Any, tenant_id: str) -> None:
+    """Serialise changes to one tenant's secrets (the count limit, rotation) until the transaction ends."""
+    conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+
+
+def count_secrets(conn: Any, tenant_id: str) -> int:
+    return int(conn.execute("SELECT count(*) FROM secrets WHERE tenant_id = %s", (tenant_id,)).fetchone()[0])
+
+
+def secret_exists(conn: Any, tenant_id: str, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM secrets WHERE tenant_id = %s AND name = %s", (tenant_id, name)).fetchone()
+    return row is not None
+
+
+def put_secret(conn: Any, tenant_id: str, name: str, sealed: str, now: datetime) -> tuple[SecretRow, bool]:
+    """Create or replace; the row and whether it was created."""
+    row = conn.execute(
+        "INSERT INTO secrets (id, tenant_id, name, sealed, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at"
+        " RETURNING id::text, name, created_at, updated_at, xmax = 0",
+        (str(uuid.uuid4()), tenant_id, name, sealed, now, now),
+    ).fetchone()
+    return SecretRow(*row[:4]), bool(row[4])
+
+
+def delete_secret(conn: Any, tenant_id: str, name: str) -> bool:
+    return conn.execute("DELETE FROM secrets WHERE tenant_id = %s AND name = %s", (tenant_id, name)).rowcount == 1
+
+
+def list_secrets(conn: Any, tenant_id: str, limit: int, before: tuple[datetime, str] | None) -> list[SecretRow]:
+    """Newest first, keyset on (created_at, id) as the other lists."""
+    where = "tenant_id = %(tenant_id)s" + (" AND (created_at, id) < (%(created_at)s, %(id)s::uuid)" if before else "")
+    params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
+    if before:
+        params.update(created_at=before[0], id=before[1])
+    with conn.cursor(row_factory=class_row(SecretRow)) as cur:
+        return cur.execute(
+            f"SELECT id::text, name, created_at, updated_at FROM secrets WHERE {where}"
+            " ORDER BY created_at DESC, id DESC LIMIT %(limit)s", params,
+        ).fetchall()
+
+
+def sealed_secrets(conn: Any, tenant_id: str) -> dict[str, str]:
+    """Every secret of the tenant, sealed, by name."""
+    rows = conn.execute("SELECT name, sealed FROM secrets WHERE tenant_id = %s", (tenant_id,)).fetchall()
+    return {name: sealed for name, sealed in rows}
+
+
+def secret_names(conn: Any, tenant_id: str) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM secrets WHERE tenant_id = %s", (tenant_id,))}
+
+
+# ---------------------------------------------------------------- signing secrets
+
+def signing_secrets(conn: Any, tenant_id: str, now: datetime) -> list[SigningRow]:
+    """The secrets that sign now, the current one first."""
+    with conn.cursor(row_factory=class_row(SigningRow)) as cur:
+        return cur.execute(
+            "SELECT id::text, sealed, created_at, expires_at FROM signing_secrets"
+            " WHERE tenant_id = %s AND (expires_at IS NULL OR expires_at > %s)"
+            " ORDER BY expires_at IS NOT NULL, created_at DESC", (tenant_id, now),
+        ).fetchall()
+
+
+def add_signing_secret(conn: Any, tenant_id: str, secret_id: str, sealed: str, now: datetime) -> bool:
+    """Insert a current secret; False if the tenant has one already (a concurrent first use)."""
+    return conn.execute(
+        "INSERT INTO signing_secrets (id, tenant_id, sealed, created_at) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (tenant_id) WHERE expires_at IS NULL DO NOTHING", (secret_id, tenant_id, sealed, now),
+    ).rowcount == 1
+
+
+def retire_signing_secrets(conn: Any, tenant_id: str, until: datetime) -> None:
+    """The current secret signs until `until`; one retired by an earlier rotation stops now (at most two sign)."""
+    conn.execute("DELETE FROM signing_secrets WHERE tenant_id = %s AND expires_at IS NOT NULL", (tenant_id,))
+    conn.execute("UPDATE signing_secrets SET expires_at = %s WHERE tenant_id = %s AND expires_at IS NULL",
+                 (until, tenant_id))
+
+
+# ---------------------------------------------------------------- re-encryption
+
+def all_sealed(conn: Any) -> list[tuple[str, str, str, str]]:
+    """(table, key, tenant_id, sealed) of every secret and signing secret, locked until the transaction ends
+    (a concurrent write is not overwritten with an older value)."""
+    secrets = conn.execute("SELECT name, tenant_id::text, sealed FROM secrets FOR UPDATE").fetchall()
+    signing = conn.execute("SELECT id::text, tenant_id::text, sealed FROM signing_secrets FOR UPDATE").fetchall()
+    return [("secrets", *row) for row in secrets] + [("signing_secrets", *row) for row in signing]
+
+
+def reseal(conn: Any, table: str, tenant_id: str, key: str, sealed: str) -> None:
+    column = "name" if table == "secrets" else "id"
+    conn.execute(f"UPDATE {table} SET sealed = %s WHERE tenant_id = %s AND {column} = %s",
+                 (sealed, tenant_id, key))
+
+
+def job_requests(conn: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """(job_id, tenant_id, request) of every job, deleted ones too (their rows keep their headers), locked."""
+    rows = conn.execute("SELECT id::text, tenant_id::text, request FROM jobs FOR UPDATE").fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def set_job_request(conn: Any, job_id: str, request: Any) -> None:
+    conn.execute("UPDATE jobs SET request = %s WHERE id = %s", (request, job_id))
