@@ -17,6 +17,7 @@ from tickwork.jobs import JobDraft
 from tickwork.maintenance import run_maintenance
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.wiring import Services
+from tickwork.store.secrets import PgKeyStore
 
 T0 = datetime(2031, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 KEY = "3f0c1a52-9a5e-4c43-9f0e-2f1b8c7d6e5a"
@@ -125,7 +126,10 @@ def _draft() -> JobDraft:
 
 
 def _scope(api: Api, services: Services) -> jobs.Scope:
-    return jobs.Scope(services.db, api.index, services.settings, api.tenant_id, datetime.now(timezone.utc))
+    with services.db.connection() as conn:  # the first data key, as the API's authentication makes it
+        services.keyring.ensure(PgKeyStore(conn))
+    return jobs.Scope(services.db, api.index, services.settings, api.tenant_id, datetime.now(timezone.utc),
+                      services.keyring)
 
 
 def test_a_request_still_in_flight_is_a_409_and_then_replays(api: Api, services: Services, db: Any) -> None:

@@ -105,7 +105,7 @@ def test_two_concurrent_deletes_of_the_last_two_keys_leave_one(api: Api, service
         start, outcomes = threading.Barrier(2), []
 
         def delete(key_id: str) -> None:
-            scope = Scope(services.db, api.index, services.settings, api.tenant_id, T0)
+            scope = Scope(services.db, api.index, services.settings, api.tenant_id, T0, services.keyring)
             start.wait(timeout=10)
             try:
                 apikeys.delete_key(scope, key_id)

@@ -13,6 +13,7 @@ from tickwork.errors import QuotaExceededError
 from tickwork.jobs import JobDraft, Scope
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.wiring import Services
+from tickwork.store.secrets import PgKeyStore
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
 EVERY_SECOND = "* * * * * *"
@@ -105,11 +106,13 @@ def test_quotas_hold_under_concurrent_creates(api: Api, services: Services, hand
     set_quotas(handler, api.tenant_id, **{quota: limit})
     draft = JobDraft(**{**job_body(schedule=EVERY_SECOND), "start_at": None, "end_at": None,
                         "retry": {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}})
+    with services.db.connection() as conn:  # the first data key, as the API's authentication makes it
+        services.keyring.ensure(PgKeyStore(conn))
     start, outcomes = threading.Barrier(8), []
     now = datetime.now(timezone.utc)
 
     def create() -> None:
-        scope = Scope(services.db, api.index, services.settings, api.tenant_id, now)
+        scope = Scope(services.db, api.index, services.settings, api.tenant_id, now, services.keyring)
         start.wait(timeout=10)
         try:
             jobs.create_job(scope, draft)
