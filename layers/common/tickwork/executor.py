@@ -60,7 +60,7 @@ class Executor:
     index: DueIndex = field(init=False)
 
     def __post_init__(self) -> None:
-        self.index = DueIndex(self.svc.redis, self.svc.settings.namespace)
+        self.index = DueIndex(self.svc.redis, self.svc.settings.namespace, self.svc.settings.due_index_shards)
 
     def run(self, dispatches: Sequence[Dispatch]) -> list[str]:
         """Run every dispatch of one invocation; returns each one's outcome (its status, or why it did

@@ -15,6 +15,8 @@ DEFAULT_LOOKAHEAD_MS = 1500
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
+# One due-index shard: every key under one hash tag, as before sharding existed (tickwork.shards).
+DEFAULT_DUE_INDEX_SHARDS = 1
 # Below one second the poller cannot honour the schedule.
 DEFAULT_MIN_INTERVAL_SECONDS = 1
 # Keep the executor well inside its own Lambda timeout.
@@ -59,6 +61,7 @@ class Settings:
     lookahead_ms: int = DEFAULT_LOOKAHEAD_MS
     batch_size: int = DEFAULT_BATCH_SIZE
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
+    due_index_shards: int = DEFAULT_DUE_INDEX_SHARDS
     min_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS
     max_request_timeout_seconds: int = DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
     retention_days: int = DEFAULT_RETENTION_DAYS
@@ -87,6 +90,7 @@ class Settings:
             lookahead_ms=_int(env, "TICKWORK_LOOKAHEAD_MS", DEFAULT_LOOKAHEAD_MS),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
+            due_index_shards=_int(env, "TICKWORK_DUE_INDEX_SHARDS", DEFAULT_DUE_INDEX_SHARDS),
             min_interval_seconds=_int(env, "TICKWORK_MIN_INTERVAL_SECONDS", DEFAULT_MIN_INTERVAL_SECONDS),
             max_request_timeout_seconds=_int(
                 env, "TICKWORK_MAX_REQUEST_TIMEOUT_SECONDS", DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS

@@ -32,4 +32,4 @@ def current_scope(request: Request) -> Scope:
         tenant_id = tenant_for_key(conn, token)
     if tenant_id is None:
         raise UnauthorizedError("invalid API key")
-    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, tenant_id, now)
+    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards), svc.settings, tenant_id, now)
