@@ -29,10 +29,15 @@ JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
 
 # The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
-# empty replica) the index must be rebuilt from Postgres before anything is claimed.
+# empty replica) the index must be rebuilt from Postgres before anything is claimed. Then how many
+# members are due in each of ARGV[4] whole seconds from ARGV[3] (ms) on, for the adaptive lookahead.
 _FETCH_DUE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
 local out = {redis.call('EXISTS', KEYS[3])}
+for i = 0, tonumber(ARGV[4]) - 1 do
+  local start = tonumber(ARGV[3]) + i * 1000
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[1], start, start + 999)
+end
 for i = 1, #items, 2 do
   local member = items[i]
   local spec = false
@@ -201,12 +206,20 @@ class Shard:
 
     def fetch_due(self, max_score: int, limit: int) -> tuple[bool, list[DueEntry]]:
         """Whether the index is intact, and up to `limit` entries due by `max_score`, earliest first."""
-        flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key], args=[max_score, limit])
+        intact, entries, _ = self.fetch_due_counting(max_score, limit, 0, 0)
+        return intact, entries
+
+    def fetch_due_counting(
+        self, max_score: int, limit: int, first_ms: int, seconds: int,
+    ) -> tuple[bool, list[DueEntry], list[int]]:
+        """`fetch_due`, and how many members are due in each of `seconds` whole seconds from `first_ms`."""
+        flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key],
+                           args=[max_score, limit, first_ms, seconds])
         entries = []
-        for i in range(1, len(flat), 3):
+        for i in range(1 + seconds, len(flat), 3):
             spec = json.loads(flat[i + 2]) if flat[i + 2] else None
             entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
-        return bool(flat[0]), entries
+        return bool(flat[0]), entries, [int(c) for c in flat[1:1 + seconds]]
 
     def mark_built(self, built_at_ms: int) -> None:
         """Record that the index was rebuilt from Postgres: its absence later means Redis lost data."""

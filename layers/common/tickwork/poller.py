@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
-from tickwork import metrics, scheduling
+from tickwork import lookahead, metrics, scheduling
 from tickwork.dueindex import Claim, DueEntry, DueIndex, Shard
 from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.interfaces import Invoker
@@ -186,14 +186,21 @@ class Poller:
 
     def _drain_shard(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool) -> bool:
         """Claim and record a shard's due batches; True (and nothing claimed) if its marker is missing."""
-        horizon = now_ms + self.svc.settings.lookahead_ms
+        settings = self.svc.settings
+        horizon = now_ms + settings.lookahead_ms
+        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
         writes: deque[Future[tuple[int, int, int]]] = deque()
         try:
             while result.batches < MAX_BATCHES_PER_TICK:
-                intact, entries = shard.fetch_due(horizon, self.svc.settings.batch_size)
+                intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
                 result.redis_round_trips += 1
                 if not intact and check_intact:
                     return True
+                if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
+                    extended, seconds = self._horizon(now_ms, first_ms, counts), 0
+                    horizon, nothing_yet = extended, not entries and extended > horizon
+                    if nothing_yet:
+                        continue  # nothing due within the base lookahead, but a heavy second is coming
                 if not entries:
                     return False
                 result.batches += 1
@@ -206,6 +213,11 @@ class Poller:
             return False
         finally:
             self._collect_all(writes, result)
+
+    def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
+        settings = self.svc.settings
+        return lookahead.horizon_ms(now_ms, settings.lookahead_ms, settings.max_lookahead_ms,
+                                    settings.prepare_runs_per_second, first_ms, counts, self.index.count)
 
     def _claim_batch(
         self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,

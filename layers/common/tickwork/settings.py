@@ -11,6 +11,11 @@ DEFAULT_NAMESPACE = "tickwork"
 # Claim runs ahead so executors fire at the exact instant: ticking at half past each second, every slot
 # is claimed 1.5 s before it is due, time for an asynchronous invoke to reach a warm executor.
 DEFAULT_LOOKAHEAD_MS = 1500
+# How far ahead a heavy instant may be claimed (tickwork.lookahead): room to ready 10,000 runs sharing
+# one second at the rate below. Set it to the lookahead to claim every instant alike.
+DEFAULT_MAX_LOOKAHEAD_MS = 10_000
+# Runs the executors ready (start row, connection, request) per second, as the lookahead assumes.
+DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 # A batch large enough to make a 10,000-job burst a handful of round trips, small enough for one Lua call.
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
@@ -59,6 +64,8 @@ class Settings:
     executor_function_name: str = ""
     allow_private_targets: bool = False
     lookahead_ms: int = DEFAULT_LOOKAHEAD_MS
+    max_lookahead_ms: int = DEFAULT_MAX_LOOKAHEAD_MS
+    prepare_runs_per_second: int = DEFAULT_PREPARE_RUNS_PER_SECOND
     batch_size: int = DEFAULT_BATCH_SIZE
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
     due_index_shards: int = DEFAULT_DUE_INDEX_SHARDS
@@ -88,6 +95,8 @@ class Settings:
             executor_function_name=env.get("EXECUTOR_FUNCTION_NAME", ""),
             allow_private_targets=_bool(env.get("TICKWORK_ALLOW_PRIVATE_TARGETS"), False),
             lookahead_ms=_int(env, "TICKWORK_LOOKAHEAD_MS", DEFAULT_LOOKAHEAD_MS),
+            max_lookahead_ms=_int(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS),
+            prepare_runs_per_second=_int(env, "TICKWORK_PREPARE_RUNS_PER_SECOND", DEFAULT_PREPARE_RUNS_PER_SECOND),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
             due_index_shards=_int(env, "TICKWORK_DUE_INDEX_SHARDS", DEFAULT_DUE_INDEX_SHARDS),
