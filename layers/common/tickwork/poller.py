@@ -2,7 +2,9 @@
 
 Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
 number of jobs in it. The Redis claim only decides who advances a job's score; the unique execution row
-decides who dispatches, so two pollers at once never run a slot twice.
+decides who dispatches, so two pollers at once never run a slot twice. With several due-index shards
+(tickwork.shards) a tick claims each in a thread of its own, at that cost per shard; how far ahead it
+claims grows for the seconds many runs share (tickwork.lookahead).
 """
 from __future__ import annotations
 
