@@ -106,7 +106,7 @@ def reconcile(conn: Any, index: DueIndex, now: datetime, settings: Settings, rep
 
 def rewind_before(now: datetime, settings: Settings) -> datetime:
     """A claim of a slot older than this that Postgres never recorded is lost, not in flight."""
-    grace_ms = max(settings.reconcile_grace_seconds * 1000, max(settings.lookahead_ms, settings.max_lookahead_ms) + TICK_MS)
+    grace_ms = max(settings.reconcile_grace_seconds * 1000, settings.lookahead_ms + TICK_MS)
     return now - timedelta(milliseconds=grace_ms)
 
 
