@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, coldstart, idle, rebuild, steady
+from bench import baseline_0cron, burst, coldstart, idle, rebuild, shards, steady, top_of_hour
 from bench.harness import LineSink, Servers, capture_logs
 from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
 from bench.target import Target
 
-PHASES = ("burst", "steady", "idle", "rebuild", "schedule", "coldstart")
+PHASES = ("burst", "hour", "steady", "idle", "rebuild", "shards", "schedule", "coldstart")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -31,6 +31,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="steady for 10 s instead of 60 s; doc left alone")
     parser.add_argument("--only", action="append", choices=PHASES, help="run only this benchmark (repeatable)")
     parser.add_argument("--burst-jobs", type=int, default=10_000)
+    parser.add_argument("--hour-jobs", type=int, default=10_000, help="jobs sharing the top-of-the-hour instant")
     parser.add_argument("--steady-jobs", type=int, default=1_000)
     parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
@@ -40,6 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="jobs due every second while the index is rebuilt, dispatched by the ticks")
     parser.add_argument("--no-rebuild-baseline", action="store_true",
                         help="skip timing the old rebuild (commit 149bc66) next to today's")
+    parser.add_argument("--shards-jobs", type=int, default=60_000,
+                        help="jobs claimed per round of the sharded-claiming benchmark (on its own Redis Cluster)")
+    parser.add_argument("--shards-rounds", type=int, default=3, help="interleaved rounds of 1, 2 and 3 shards")
     parser.add_argument("--workers", type=int, default=64,
                         help="executor pool width, Tickwork and baseline alike (the local runtime's 64)")
     parser.add_argument("--db-pool", type=int, default=16,
@@ -70,6 +74,14 @@ def run_burst(srv: Servers, target: Target, args: argparse.Namespace) -> dict[st
         "tickwork": burst.run(srv, target, n, w, p, executors=True, executor_processes=x),
         "baseline": baseline_0cron.run_burst(srv, target, n, w, p, processes=x),
     }
+
+
+def run_hour(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str, Any]:
+    """The top of the hour twice in one run: the fixed lookahead of before (the baseline column), then
+    the adaptive one (today's defaults)."""
+    n, w, p, x = args.hour_jobs, args.workers, args.db_pool, args.executor_processes
+    fixed = {"max_lookahead_ms": top_of_hour.FIXED_LOOKAHEAD_MS}
+    return {"fixed": top_of_hour.run(srv, target, n, w, p, x, fixed), "adaptive": top_of_hour.run(srv, target, n, w, p, x)}
 
 
 def run_steady(srv: Servers, target: Target, args: argparse.Namespace, in_process_too: bool) -> dict[str, Any]:
@@ -256,6 +268,10 @@ def _main(argv: list[str], out: Any) -> int:
             print("burst ...", flush=True, file=out)
             results["burst"] = run_burst(srv, target, args)
             rows += burst_rows(results["burst"], args.burst_jobs, args.executor_processes)
+        if "hour" in phases:
+            print("top of the hour (twice: fixed, adaptive lookahead) ...", flush=True, file=out)
+            results["hour"] = run_hour(srv, target, args)
+            rows += top_of_hour.rows(results["hour"], args.executor_processes)
         if "steady" in phases:
             in_process_too = not args.only and args.executor_processes > 0
             print(f"steady ({args.steady_seconds} s, {'three times' if in_process_too else 'twice'}) ...",
@@ -277,6 +293,11 @@ def _main(argv: list[str], out: Any) -> int:
         print(f"cold start ({args.coldstart_samples} samples per handler and side) ...", flush=True, file=out)
         results["coldstart"] = coldstart.run(args.coldstart_samples)
         rows += coldstart.rows(results["coldstart"])
+    if "shards" in phases:
+        print(f"shards ({args.shards_jobs:,} jobs, {args.shards_rounds} rounds, Redis Cluster of 3) ...",
+              flush=True, file=out)
+        results["shards"] = shards.run(args.shards_jobs, args.shards_rounds)
+        rows += shards.rows(results["shards"])
     schedule_table = ""
     if "schedule" in phases:
         print("schedule maths ...", flush=True, file=out)

@@ -75,7 +75,7 @@ def settings(servers: Any, database_url: str, key_file: Path) -> Iterator[Settin
     import redis
 
     client = redis.Redis.from_url(servers.redis_url)
-    keys = list(client.scan_iter(match="{" + namespace + "}:*"))
+    keys = list(client.scan_iter(match="{" + namespace + "[}/]*"))  # the base tag and the shards' tags
     if keys:
         client.delete(*keys)
     client.close()

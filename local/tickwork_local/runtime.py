@@ -89,7 +89,7 @@ class LocalRuntime:
                 logger.info("applied migrations: %s", ", ".join(applied))
             self.tenant_id, self.api_key = ensure_bootstrap_key(conn, self._requested_key)
             # Postgres is the truth: whatever Redis kept (or lost) since the last run is rebuilt from it.
-            rebuild_index(conn, DueIndex(svc.redis, self.settings.namespace), datetime.now(timezone.utc))
+            rebuild_index(conn, DueIndex(svc.redis, self.settings.namespace, self.settings.due_index_shards), datetime.now(timezone.utc))
 
     def stop(self) -> None:
         """Stop ticking, stop serving, give executors a short grace, then release every client."""

@@ -157,7 +157,7 @@ def test_a_poller_frozen_between_fetch_and_claim_past_its_lock_ttl(
     job_id = _hourly_job(services, target)
     a = Poller(second_services(200))
     frozen, b_busy = Gate(), Gate()
-    a.index.claim = frozen.wrap(a.index.claim)  # type: ignore[method-assign]
+    a.index.shards[0].claim = frozen.wrap(a.index.shards[0].claim)  # type: ignore[method-assign]
     b_svc = second_services(5_000)
     b_svc.invoker = SimpleNamespace(invoke=b_busy.wrap(invoker.invoke))  # type: ignore[assignment]
 

@@ -19,7 +19,7 @@ def api(services: Services, db: Any, handler: Callable[[str], Any]) -> Api:
     use_settings(services, allow_private_targets=False)
     tenant_id = create_tenant(db, "tenant-a")
     create_api_key(db, tenant_id, token=EVENT_TOKEN)
-    return Api(handler("api"), EVENT_TOKEN, tenant_id, DueIndex(services.redis, services.settings.namespace))
+    return Api(handler("api"), EVENT_TOKEN, tenant_id, DueIndex(services.redis, services.settings.namespace, services.settings.due_index_shards))
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def insert_job(
 
 
 def due_index(svc: Services) -> DueIndex:
-    return DueIndex(svc.redis, svc.settings.namespace)
+    return DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
 
 
 def executions(svc: Services, job_id: str) -> list[tuple[Any, ...]]:

@@ -8,7 +8,9 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
   Claiming removes it; Postgres still holds the execution, so the sweeper can put it back.
 
 A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
-All keys share one hash tag, so the scripts also run on a cluster-mode cache (ElastiCache Serverless).
+The set, the hash, the marker and the rebuild key of one shard share one hash tag, so the scripts also
+run on a cluster-mode cache (ElastiCache Serverless); DUE_INDEX_SHARDS spreads jobs over several such
+shards (tickwork.shards), each claimed and rebuilt on its own. The locks live under the base tag.
 
 The marker key says the index is whole. When Redis loses it, the index is rebuilt from Postgres in
 steps (tickwork.reconcile); the rebuild key holds how far it got, so the next step, in the next tick or
@@ -18,18 +20,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tickwork.models import Dispatch
+from tickwork.shards import base_tag, check_count, member_shard, shard_of, shard_tags
 
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
 
 # The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
-# empty replica) the index must be rebuilt from Postgres before anything is claimed.
+# empty replica) the index must be rebuilt from Postgres before anything is claimed. Then how many
+# members are due in each of ARGV[4] whole seconds from ARGV[3] (ms) on, for the adaptive lookahead.
 _FETCH_DUE = """
 local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
 local out = {redis.call('EXISTS', KEYS[3])}
+for i = 0, tonumber(ARGV[4]) - 1 do
+  local start = tonumber(ARGV[3]) + i * 1000
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[1], start, start + 999)
+end
 for i = 1, #items, 2 do
   local member = items[i]
   local spec = false
@@ -178,32 +186,40 @@ class Claim:
     new_score: int | None  # None removes the member (one-shot dispatch, or a schedule with no more runs)
 
 
-class DueIndex:
-    def __init__(self, redis: Any, namespace: str = "tickwork") -> None:
+class Shard:
+    """One hash tag's part of the due index (the whole index with one shard)."""
+
+    def __init__(self, redis: Any, tag: str) -> None:
         self._redis = redis
-        tag = "{" + namespace + "}"
         self.due_key = f"{tag}:due"
         self.specs_key = f"{tag}:specs"
-        self.tick_lock_key = f"{tag}:tick-lock"
         self.marker_key = f"{tag}:index-built"
-        self.maintenance_lock_key = f"{tag}:maintenance-lock"
         self.rebuild_key = f"{tag}:rebuild"
-        self.last_tick_key = f"{tag}:last-tick"
         self._fetch = redis.register_script(_FETCH_DUE)
         self._rebuild_page = redis.register_script(_REBUILD_PAGE)
         self._put_if_unchanged = redis.register_script(_PUT_IF_UNCHANGED)
         self._take_out = redis.register_script(_TAKE_OUT)
         self._claim = redis.register_script(_CLAIM)
-        self._release = redis.register_script(_RELEASE_LOCK)
+
+    def keys(self) -> list[str]:
+        return [self.due_key, self.specs_key, self.marker_key, self.rebuild_key]
 
     def fetch_due(self, max_score: int, limit: int) -> tuple[bool, list[DueEntry]]:
         """Whether the index is intact, and up to `limit` entries due by `max_score`, earliest first."""
-        flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key], args=[max_score, limit])
+        intact, entries, _ = self.fetch_due_counting(max_score, limit, 0, 0)
+        return intact, entries
+
+    def fetch_due_counting(
+        self, max_score: int, limit: int, first_ms: int, seconds: int,
+    ) -> tuple[bool, list[DueEntry], list[int]]:
+        """`fetch_due`, and how many members are due in each of `seconds` whole seconds from `first_ms`."""
+        flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key],
+                           args=[max_score, limit, first_ms, seconds])
         entries = []
-        for i in range(1, len(flat), 3):
+        for i in range(1 + seconds, len(flat), 3):
             spec = json.loads(flat[i + 2]) if flat[i + 2] else None
             entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
-        return bool(flat[0]), entries
+        return bool(flat[0]), entries, [int(c) for c in flat[1:1 + seconds]]
 
     def count_due(self, max_score: int) -> int:
         """How many entries (jobs, retries, manual runs) are due by `max_score`: one ZCOUNT, O(log n)."""
@@ -259,6 +275,16 @@ class DueIndex:
         """One ZSCAN step over the jobs in the set: (the cursor to go on from, 0 at the end; job ids)."""
         following, found = self._redis.zscan(self.due_key, cursor, match=JOB_PREFIX + "*", count=count)
         return int(following), [member[len(JOB_PREFIX):] for member, _ in found]
+
+    def scan_executions(self, cursor: int, count: int) -> tuple[int, list[Dispatch]]:
+        """One ZSCAN step over the one-shot dispatches in the set: (the cursor to go on from, 0 at the end;
+        the dispatches)."""
+        following, found = self._redis.zscan(self.due_key, cursor, match=EXECUTION_PREFIX + "*", count=count)
+        dispatches = []
+        for member, score in found:
+            execution_id, attempt = DueEntry(member, int(score), None).execution()
+            dispatches.append(Dispatch(execution_id, attempt, int(score)))
+        return int(following), dispatches
 
     def claim(self, claims: Sequence[Claim]) -> list[bool]:
         """Atomically advance or remove each member still at its expected score; True where this caller won."""
@@ -320,31 +346,6 @@ class DueIndex:
         raw = self._redis.zscore(self.due_key, member)
         return None if raw is None else int(raw)
 
-    def acquire_tick_lock(self, token: str, ttl_ms: int) -> bool:
-        return self._acquire(self.tick_lock_key, token, ttl_ms)
-
-    def start_tick(self, token: str, ttl_ms: int, now_ms: int) -> bool:
-        """Note that a poller is ticking (GET /health reads it), and try for the tick lock: one round trip."""
-        pipe = self.pipeline()
-        pipe.set(self.last_tick_key, now_ms)
-        pipe.set(self.tick_lock_key, token, nx=True, px=ttl_ms)
-        return bool(pipe.execute()[1])
-
-    def last_tick_ms(self) -> int | None:
-        """When a poller last ticked (epoch ms, its own clock), None if none ever did since Redis was empty."""
-        raw = self._redis.get(self.last_tick_key)
-        return None if raw is None else int(raw)
-
-    def release_tick_lock(self, token: str) -> bool:
-        """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""
-        return self._release_held(self.tick_lock_key, token)
-
-    def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
-        return bool(self._redis.set(key, token, nx=True, px=ttl_ms))
-
-    def _release_held(self, key: str, token: str) -> bool:
-        return bool(self._release(keys=[key], args=[token]))
-
     def rewind_jobs(self, scores: Mapping[str, int]) -> int:
         """Move each job back to its given score where the indexed one is later; returns how many moved.
 
@@ -376,9 +377,168 @@ class DueIndex:
         scores, specs = pipe.execute()
         return [(None if score is None else int(score), spec) for score, spec in zip(scores, specs)]
 
+
+class DueIndex:
+    """The due index of a deployment: its shards (tickwork.shards says which holds what) and the keys
+    they share (the locks, the stored shard count). Writes go to the shard of the id they are about;
+    reads that span the index visit every shard. With one shard, keys and round trips are those of a
+    single-tag index."""
+
+    def __init__(self, redis: Any, namespace: str = "tickwork", shards: int = 1) -> None:
+        self._redis = redis
+        self.namespace = namespace
+        self.count = check_count(shards)
+        self.shards = [Shard(redis, tag) for tag in shard_tags(namespace, self.count)]
+        base = base_tag(namespace)
+        self.tick_lock_key = f"{base}:tick-lock"
+        self.maintenance_lock_key = f"{base}:maintenance-lock"
+        self.layout_key = f"{base}:shards"  # the shard count the index was built for; absent: 1
+        self.last_tick_key = f"{base}:last-tick"  # when a poller last ticked (GET /health reads it)
+        self._release = redis.register_script(_RELEASE_LOCK)
+
+    # The first shard's keys: the whole index's with one shard.
+    due_key = property(lambda self: self.shards[0].due_key)
+    specs_key = property(lambda self: self.shards[0].specs_key)
+    marker_key = property(lambda self: self.shards[0].marker_key)
+    rebuild_key = property(lambda self: self.shards[0].rebuild_key)
+
+    def shard_of_member(self, member: str) -> Shard:
+        return self.shards[member_shard(member, self.count)]
+
+    def shard_of_job(self, job_id: str) -> Shard:
+        return self.shards[shard_of(job_id, self.count)]
+
+    def number_of_job(self, job_id: str) -> int:
+        return shard_of(job_id, self.count)
+
+    def with_shards(self, count: int) -> DueIndex:
+        """The same deployment's index laid out in `count` shards."""
+        return DueIndex(self._redis, self.namespace, count)
+
+    def _split(
+        self, ids: Sequence[str], shard_fn: Callable[[str, int], int] = shard_of,
+    ) -> list[tuple[Shard, list[int]]]:
+        """Each shard with the positions in `ids` (job ids, or what `shard_fn` takes) of those it holds."""
+        positions: dict[int, list[int]] = {}
+        for i, entity in enumerate(ids):
+            positions.setdefault(shard_fn(entity, self.count), []).append(i)
+        return [(self.shards[shard], found) for shard, found in positions.items()]
+
+    def fetch_due(self, max_score: int, limit: int) -> tuple[bool, list[DueEntry]]:
+        """Whether every shard is intact, and up to `limit` entries due by `max_score` across them,
+        earliest first. (The poller fetches shard by shard.)"""
+        intact, entries = True, []
+        for shard in self.shards:
+            whole, found = shard.fetch_due(max_score, limit)
+            intact, entries = intact and whole, entries + found
+        return intact, sorted(entries, key=lambda e: e.score)[:limit]
+
+    def claim(self, claims: Sequence[Claim]) -> list[bool]:
+        won = [False] * len(claims)
+        for shard, positions in self._split([c.member for c in claims], member_shard):
+            for i, w in zip(positions, shard.claim([claims[i] for i in positions])):
+                won[i] = w
+        return won
+
+    def mark_built(self, built_at_ms: int) -> None:
+        for shard in self.shards:
+            shard.mark_built(built_at_ms)
+
+    def is_built(self) -> bool:
+        return all(shard.is_built() for shard in self.shards)
+
+    def unbuilt(self) -> list[int]:
+        """The numbers of the shards whose marker is gone (one round trip per shard)."""
+        return [n for n, shard in enumerate(self.shards) if not shard.is_built()]
+
+    def put_jobs_if_unchanged(self, entries: Sequence[tuple[str, int, str, str | None]]) -> int:
+        return sum(shard.put_jobs_if_unchanged([entries[i] for i in positions])
+                   for shard, positions in self._split([e[0] for e in entries]))
+
+    def take_out(self, job_ids: Sequence[str]) -> list[str]:
+        return [found for shard, positions in self._split(job_ids)
+                for found in shard.take_out([job_ids[i] for i in positions])]
+
+    def put_job(
+        self, job_id: str, spec: dict[str, Any], next_ms: int | None, pipeline: Any = None, keep_score: bool = False
+    ) -> None:
+        self.shard_of_job(job_id).put_job(job_id, spec, next_ms, pipeline, keep_score)
+
+    def remove_job(self, job_id: str, pipeline: Any = None) -> None:
+        self.shard_of_job(job_id).remove_job(job_id, pipeline)
+
+    def schedule_execution(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        self.shards[shard_of(execution_id, self.count)].schedule_execution(execution_id, attempt, due_ms, pipeline)
+
+    def job_ids(self, batch: int = 1000) -> Iterator[list[str]]:
+        for shard in self.shards:
+            yield from shard.job_ids(batch)
+
+    def pipeline(self) -> Any:
+        """A pipeline that may carry writes to several shards (never a transaction across them)."""
+        return self._redis.pipeline(transaction=False)
+
+    def score(self, member: str) -> int | None:
+        return self.shard_of_member(member).score(member)
+
+    def rewind_jobs(self, scores: Mapping[str, int]) -> int:
+        ids = list(scores)
+        return sum(shard.rewind_jobs({ids[i]: scores[ids[i]] for i in positions})
+                   for shard, positions in self._split(ids))
+
+    def restore_executions(self, dispatches: Sequence[Dispatch]) -> int:
+        return sum(shard.restore_executions([dispatches[i] for i in positions])
+                   for shard, positions in self._split([d.execution_id for d in dispatches]))
+
+    def job_states(self, job_ids: Sequence[str]) -> list[tuple[int | None, str | None]]:
+        states: list[tuple[int | None, str | None]] = [(None, None)] * len(job_ids)
+        for shard, positions in self._split(job_ids):
+            for i, state in zip(positions, shard.job_states([job_ids[i] for i in positions])):
+                states[i] = state
+        return states
+
+    def acquire_tick(self, token: str, ttl_ms: int, now_ms: int) -> tuple[bool, int]:
+        """Note that a poller is ticking (GET /health reads it), take the tick lock and read the stored
+        shard count, in one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(self.last_tick_key, now_ms)
+        pipe.set(self.tick_lock_key, token, nx=True, px=ttl_ms)
+        pipe.get(self.layout_key)
+        _, won, stored = pipe.execute()
+        return bool(won), int(stored or 1)
+
+    def last_tick_ms(self) -> int | None:
+        """When a poller last ticked (epoch ms, its own clock), None if none ever did since Redis was empty."""
+        raw = self._redis.get(self.last_tick_key)
+        return None if raw is None else int(raw)
+
+    def count_due(self, max_score: int) -> int:
+        """How many entries (jobs, retries, manual runs) are due by `max_score`, over every shard."""
+        return sum(shard.count_due(max_score) for shard in self.shards)
+
+    def store_layout(self) -> None:
+        """Record this index's shard count as the one it is built for (one shard: no key, as ever)."""
+        if self.count == 1:
+            self._redis.delete(self.layout_key)
+        else:
+            self._redis.set(self.layout_key, self.count)
+
+    def acquire_tick_lock(self, token: str, ttl_ms: int) -> bool:
+        return self._acquire(self.tick_lock_key, token, ttl_ms)
+
+    def release_tick_lock(self, token: str) -> bool:
+        """Release only a lock this token still holds: a poller that overran its TTL frees nobody else's."""
+        return self._release_held(self.tick_lock_key, token)
+
     def acquire_maintenance_lock(self, token: str, ttl_ms: int) -> bool:
         return self._acquire(self.maintenance_lock_key, token, ttl_ms)
 
     def release_maintenance_lock(self, token: str) -> bool:
         """Like the tick lock: a run that overran its TTL never frees the next run's lock."""
         return self._release_held(self.maintenance_lock_key, token)
+
+    def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(self._redis.set(key, token, nx=True, px=ttl_ms))
+
+    def _release_held(self, key: str, token: str) -> bool:
+        return bool(self._release(keys=[key], args=[token]))

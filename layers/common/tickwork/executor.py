@@ -65,7 +65,7 @@ class Executor:
     secrets: TenantSecrets = field(init=False)  # each tenant's, read once per invocation
 
     def __post_init__(self) -> None:
-        self.index = DueIndex(self.svc.redis, self.svc.settings.namespace)
+        self.index = DueIndex(self.svc.redis, self.svc.settings.namespace, self.svc.settings.due_index_shards)
         self.secrets = TenantSecrets(self.svc, self.clock)
 
     def run(self, dispatches: Sequence[Dispatch]) -> list[str]:

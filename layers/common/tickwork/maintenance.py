@@ -75,7 +75,7 @@ class LostAttempt:
 
 def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
     """One pass; returns locked=False and does nothing while another pass holds the lock."""
-    index = DueIndex(svc.redis, svc.settings.namespace)
+    index = DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
     token = uuid.uuid4().hex
     if not index.acquire_maintenance_lock(token, MAINTENANCE_LOCK_MS):
         return MaintenanceReport(locked=False)

@@ -2,7 +2,9 @@
 
 Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
 number of jobs in it. The Redis claim only decides who advances a job's score; the unique execution row
-decides who dispatches, so two pollers at once never run a slot twice.
+decides who dispatches, so two pollers at once never run a slot twice. With several due-index shards
+(tickwork.shards) a tick claims each in a thread of its own, at that cost per shard; how far ahead it
+claims grows for the seconds many runs share (tickwork.lookahead).
 """
 from __future__ import annotations
 
@@ -10,20 +12,21 @@ import functools
 import math
 import uuid
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
-from tickwork import metrics, scheduling
-from tickwork.dueindex import Claim, DueEntry, DueIndex
+from tickwork import lookahead, metrics, scheduling
+from tickwork.dueindex import Claim, DueEntry, DueIndex, Shard
 from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.policy import SlotPlan
 from tickwork.reconcile import StepLimits, index_jobs, rebuild_step
+from tickwork.relayout import relayout
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
@@ -55,9 +58,15 @@ class TickResult:
     reindexed: int = 0  # jobs that step put back
     rebuild_ms: int = 0  # how long that step took
     missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
+    relayout_from: int | None = None  # the shard count this tick moved the index from
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def absorb(self, part: TickResult) -> None:
+        """Add the counts of one shard's part of the tick."""
+        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
 @dataclass
@@ -119,6 +128,18 @@ def _record_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=RECORDS_IN_FLIGHT, thread_name_prefix="record")
 
 
+@functools.lru_cache(maxsize=4)
+def _shard_pool(width: int) -> ThreadPoolExecutor:
+    """Threads claiming shards at once (one each), made once per execution environment."""
+    return ThreadPoolExecutor(max_workers=width, thread_name_prefix="shard")
+
+
+def _all_results(futures: list[Future[bool]]) -> list[bool]:
+    """Every future's result once all are done; the first failure is raised after the others end."""
+    wait(futures)
+    return [future.result() for future in futures]
+
+
 class Poller:
     def __init__(self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS)) -> None:
         if svc.invoker is None:
@@ -126,15 +147,18 @@ class Poller:
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
         self.svc = svc
         self.invoker: Invoker = svc.invoker
-        self.index = DueIndex(svc.redis, svc.settings.namespace)
+        self.index = DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
         self.rebuild = rebuild
 
     def tick(self, now_ms: int) -> TickResult:
         token = uuid.uuid4().hex
-        if not self.index.start_tick(token, self.svc.settings.tick_lock_ms, now_ms):
+        locked, stored_shards = self.index.acquire_tick(token, self.svc.settings.tick_lock_ms, now_ms)
+        if not locked:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
         try:
+            if stored_shards != self.index.count:
+                result.relayout_from = relayout(self.index, stored_shards).previous
             self._drain(now_ms, result)
         finally:
             self.index.release_tick_lock(token)
@@ -142,36 +166,70 @@ class Poller:
         return result
 
     def _drain(self, now_ms: int, result: TickResult) -> None:
-        horizon = now_ms + self.svc.settings.lookahead_ms
+        """Claim every shard (concurrently when there are several); rebuild the shards found lost once
+        the others are claimed, then claim what those have indexed so far."""
+        lost = self._drain_shards(range(self.index.count), now_ms, result, check_intact=True)
+        if lost:
+            self._rebuild(now_ms, result, lost)
+            self._drain_shards(lost, now_ms, result, check_intact=False)
+
+    def _drain_shards(self, numbers: Sequence[int], now_ms: int, result: TickResult, check_intact: bool) -> list[int]:
+        """Drain these shards into `result`; returns those whose marker was missing (not drained)."""
+        if len(numbers) == 1:
+            return [n for n in numbers if self._drain_shard(self.index.shards[n], now_ms, result, check_intact)]
+        parts = [TickResult(locked=True) for _ in numbers]
+        pool = _shard_pool(len(numbers))
+        futures = [pool.submit(self._drain_shard, self.index.shards[n], now_ms, part, check_intact)
+                   for n, part in zip(numbers, parts)]
+        lost = [n for n, future in zip(numbers, _all_results(futures)) if future]
+        for part in parts:
+            result.absorb(part)
+        return lost
+
+    def _drain_shard(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool) -> bool:
+        """Claim and record a shard's due batches; True (and nothing claimed) if its marker is missing."""
+        settings = self.svc.settings
+        horizon = now_ms + settings.lookahead_ms
+        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
         writes: deque[Future[tuple[int, int, int]]] = deque()
         try:
             while result.batches < MAX_BATCHES_PER_TICK:
-                intact, entries = self.index.fetch_due(horizon, self.svc.settings.batch_size)
+                intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
                 result.redis_round_trips += 1
-                if not intact and not result.rebuilt:
-                    self._rebuild(now_ms, result)
-                    continue
+                if not intact and check_intact:
+                    return True
+                if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
+                    extended, seconds = self._horizon(now_ms, first_ms, counts), 0
+                    horizon, nothing_yet = extended, not entries and extended > horizon
+                    if nothing_yet:
+                        continue  # nothing due within the base lookahead, but a heavy second is coming
                 if not entries:
-                    return
+                    return False
                 result.batches += 1
-                more, slots, dispatches = self._claim_batch(entries, now_ms, result)
+                more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
                 while len(writes) >= RECORDS_IN_FLIGHT:
                     self._collect(writes.popleft(), result)
                 writes.append(_record_pool().submit(self._record_and_dispatch, slots, dispatches))
                 if not more:
-                    return  # everything left was claimed by someone else: nothing more for this tick
+                    return False  # everything left was claimed by someone else: nothing more for this tick
+            return False
         finally:
             self._collect_all(writes, result)
 
+    def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
+        settings = self.svc.settings
+        return lookahead.horizon_ms(now_ms, settings.lookahead_ms, settings.max_lookahead_ms,
+                                    settings.prepare_runs_per_second, first_ms, counts, self.index.count)
+
     def _claim_batch(
-        self, entries: list[DueEntry], now_ms: int, result: TickResult,
+        self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
     ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
         """Plan and claim one batch; returns whether to go on, the won slots to record and the won
         dispatches (retries, manual runs) that need no record."""
         plan = plan_batch(entries, now_ms)
         if plan.missing_specs:
             self._repair_specs(plan.missing_specs, now_ms)
-        won = self.index.claim([claim for claim, _ in plan.claims])
+        won = shard.claim([claim for claim, _ in plan.claims])
         result.redis_round_trips += 1 if plan.claims else 0
         result.claimed += sum(won)
         targets = [target for (_, target), w in zip(plan.claims, won) if w]
@@ -212,13 +270,14 @@ class Poller:
         if failure is not None:
             raise failure
 
-    def _rebuild(self, now_ms: int, result: TickResult) -> None:
-        """Redis lost the index (or never had one): go on rebuilding it from Postgres for a bounded time;
-        the tick then claims what is indexed so far."""
+    def _rebuild(self, now_ms: int, result: TickResult, shards: list[int]) -> None:
+        """Redis lost these shards (or never had them): go on rebuilding them from Postgres for a bounded
+        time; the tick then claims what is indexed so far."""
         with self.svc.db.connection() as conn:
-            report = rebuild_step(conn, self.index, from_ms(now_ms), self.rebuild)
+            report = rebuild_step(conn, self.index, from_ms(now_ms), self.rebuild, shards)
         result.rebuilt, result.reindexed, result.rebuild_ms = True, report.indexed, round(report.seconds * 1000)
-        logger.warning("due index marker missing: rebuilding it from Postgres", extra=report.__dict__)
+        logger.warning("due index marker missing: rebuilding it from Postgres",
+                       extra={**report.__dict__, "shards": shards})
 
     def _repair_specs(self, job_ids: list[str], now_ms: int) -> None:
         """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""

@@ -5,7 +5,7 @@ Postgres was read: principle 2, a live job is never taken out to be put back lat
 
 - **Rebuild**, when the marker is gone (a flush, a failover to an empty replica): every active job is
   written back at its Postgres next_run_at, a page of jobs per round trip, in steps that each stop once
-  their budget is spent. How far the rebuild got is kept in Redis (`DueIndex.rebuild_key`), so the next
+  their budget is spent. How far the rebuild got is kept in Redis (each shard's `Shard.rebuild_key`: shards are rebuilt each on its own), so the next
   step, in the next tick or maintenance pass, goes on from there; ticks dispatch what is indexed
   meanwhile. After each page, the jobs of the same stretch of ids that are not active are taken out
   (stopped before the loss, or paused or deleted while the page was written); the marker is set once
@@ -67,11 +67,12 @@ UNBOUNDED = StepLimits(math.inf)
 
 
 def rebuild_index(conn: Any, index: DueIndex, now: datetime, limits: StepLimits = UNBOUNDED) -> RebuildResult:
-    """Bring the index in line with Postgres: go on with the rebuild while the index is not whole (as far
-    as `limits` allow), then compare it job by job (a spec that outlived the loss may be outdated)."""
-    if index.is_built():
+    """Bring the index in line with Postgres: go on with the rebuild of every shard that is not whole (as
+    far as `limits` allow), then compare it job by job (a spec that outlived the loss may be outdated)."""
+    unbuilt = index.unbuilt()
+    if not unbuilt:
         return reconcile_index(conn, index, now, limits.page)
-    rebuilt = rebuild_step(conn, index, now, limits)
+    rebuilt = rebuild_step(conn, index, now, limits, unbuilt)
     if not rebuilt.complete:
         return rebuilt
     compared = reconcile_index(conn, index, now, limits.page)
@@ -80,26 +81,48 @@ def rebuild_index(conn: Any, index: DueIndex, now: datetime, limits: StepLimits 
     return compared
 
 
-def rebuild_step(conn: Any, index: DueIndex, now: datetime, limits: StepLimits) -> RebuildResult:
-    """Go on with the rebuild (begin one if none is in progress) until it is complete, the budget is
-    spent, or another rebuilder moved it on meanwhile."""
+def rebuild_step(
+    conn: Any, index: DueIndex, now: datetime, limits: StepLimits, shards: Sequence[int] | None = None,
+) -> RebuildResult:
+    """Go on with the rebuild of these shards (default: all; begin one where none is in progress) until
+    each is complete, the budget is spent, or another rebuilder moved it on meanwhile. Shards at the same
+    position (all of them, after a flush) share each Postgres page."""
     result = RebuildResult()
     started = limits.clock()
     specs = scheduling.IndexSpecs()
-    position: str | None = index.rebuild_position(START)
-    while position is not None:
-        position = _rebuild_page(conn, index, position, now, limits.page, specs, result)
+    numbers = list(range(index.count)) if shards is None else list(shards)
+    positions = {n: index.shards[n].rebuild_position(START) for n in numbers}
+    completed = 0
+    while positions:
+        position = min(positions.values(), key=_order)
+        group = [n for n, at in positions.items() if at == position]
+        moved = _rebuild_page(conn, index, group, position, now, limits.page, specs, result)
+        for n in group:
+            following = moved.get(n)
+            if following is None:
+                completed += n in moved
+                del positions[n]
+            else:
+                positions[n] = following
         result.seconds = limits.clock() - started
         if result.seconds >= limits.seconds:
             break
+    result.complete = completed == len(numbers)
     return result
 
 
+def _order(position: str) -> tuple[bool, str]:
+    """Rebuild positions in the order a rebuild passes them: by job id, the marker step last."""
+    phase, _, after = position.partition(":")
+    return phase == END, after
+
+
 def _rebuild_page(
-    conn: Any, index: DueIndex, position: str, now: datetime, page: int, specs: scheduling.IndexSpecs,
-    result: RebuildResult,
-) -> str | None:
-    """Apply the page at `position`; returns the next position, None when complete or refused."""
+    conn: Any, index: DueIndex, group: list[int], position: str, now: datetime, page: int,
+    specs: scheduling.IndexSpecs, result: RebuildResult,
+) -> dict[int, str | None]:
+    """Apply the page at `position` to each shard of `group`; returns each shard's next position (None
+    when complete), leaving out the shards that refused it."""
     phase, _, after = position.partition(":")
     rows: list[IndexRow] = []
     last: str | None = None  # the page's last id; None: no job after it
@@ -109,18 +132,24 @@ def _rebuild_page(
         last = rows[-1].id if len(rows) == page else None
         following = f"{JOBS}:{last}" if last else f"{END}:"
     puts, removals = _entries(rows, specs, now, result)
-    added = index.rebuild_page(position, following, puts, removals, to_ms(now))
-    if added is None:
-        logger.info("due index rebuild moved on elsewhere; this step stops", extra={"position": position})
-        return None
-    result.indexed += added
-    if phase != END:
+    moved: dict[int, str | None] = {}
+    for n in group:
+        added = index.shards[n].rebuild_page(
+            position, following, [p for p in puts if index.number_of_job(p[0]) == n],
+            [r for r in removals if index.number_of_job(r) == n], to_ms(now),
+        )
+        if added is None:
+            logger.info("due index rebuild moved on elsewhere; this step stops", extra={"position": position, "shard": n})
+            continue
+        result.indexed += added
+        moved[n] = following
+    if phase != END and moved:
         # Jobs paused or deleted since the page was read may have been put back just after their own
         # removal; and members of jobs that stopped before Redis lost its marker go too.
-        gone = maintenance_store.not_active_between(conn, after or None, last)
+        gone = [job_id for job_id in maintenance_store.not_active_between(conn, after or None, last)
+                if index.number_of_job(job_id) in moved]
         result.removed += len(_take_out(conn, index, gone, now, specs, result))
-    result.complete = following is None
-    return following
+    return moved
 
 
 def reconcile_index(conn: Any, index: DueIndex, now: datetime, page: int = PAGE) -> RebuildResult:

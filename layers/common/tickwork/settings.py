@@ -12,10 +12,17 @@ DEFAULT_NAMESPACE = "tickwork"
 # Claim runs ahead so executors fire at the exact instant: ticking at half past each second, every slot
 # is claimed 1.5 s before it is due, time for an asynchronous invoke to reach a warm executor.
 DEFAULT_LOOKAHEAD_MS = 1500
+# How far ahead a heavy instant may be claimed (tickwork.lookahead): room to ready 10,000 runs sharing
+# one second at the rate below. Set it to the lookahead to claim every instant alike.
+DEFAULT_MAX_LOOKAHEAD_MS = 10_000
+# Runs the executors ready (start row, connection, request) per second, as the lookahead assumes.
+DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 # A batch large enough to make a 10,000-job burst a handful of round trips, small enough for one Lua call.
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
+# One due-index shard: every key under one hash tag, as before sharding existed (tickwork.shards).
+DEFAULT_DUE_INDEX_SHARDS = 1
 # Below one second the poller cannot honour the schedule.
 DEFAULT_MIN_INTERVAL_SECONDS = 1
 # Keep the executor well inside its own Lambda timeout.
@@ -71,8 +78,11 @@ class Settings:
     executor_function_name: str = ""
     allow_private_targets: bool = False
     lookahead_ms: int = DEFAULT_LOOKAHEAD_MS
+    max_lookahead_ms: int = DEFAULT_MAX_LOOKAHEAD_MS
+    prepare_runs_per_second: int = DEFAULT_PREPARE_RUNS_PER_SECOND
     batch_size: int = DEFAULT_BATCH_SIZE
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
+    due_index_shards: int = DEFAULT_DUE_INDEX_SHARDS
     min_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS
     max_request_timeout_seconds: int = DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
     retention_days: int = DEFAULT_RETENTION_DAYS
@@ -115,8 +125,11 @@ class Settings:
             executor_function_name=env.get("EXECUTOR_FUNCTION_NAME", ""),
             allow_private_targets=_bool(env.get("TICKWORK_ALLOW_PRIVATE_TARGETS"), False),
             lookahead_ms=_int(env, "TICKWORK_LOOKAHEAD_MS", DEFAULT_LOOKAHEAD_MS),
+            max_lookahead_ms=_int(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS),
+            prepare_runs_per_second=_int(env, "TICKWORK_PREPARE_RUNS_PER_SECOND", DEFAULT_PREPARE_RUNS_PER_SECOND),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
+            due_index_shards=_int(env, "TICKWORK_DUE_INDEX_SHARDS", DEFAULT_DUE_INDEX_SHARDS),
             min_interval_seconds=_int(env, "TICKWORK_MIN_INTERVAL_SECONDS", DEFAULT_MIN_INTERVAL_SECONDS),
             max_request_timeout_seconds=_int(
                 env, "TICKWORK_MAX_REQUEST_TIMEOUT_SECONDS", DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS

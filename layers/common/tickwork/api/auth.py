@@ -44,8 +44,8 @@ def current_scope(request: Request) -> Scope:
     if caller is None:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller.key_id, now)
-    return Scope(svc.db, DueIndex(svc.redis, svc.settings.namespace), svc.settings, caller.tenant_id, now,
-                 svc.keyring)
+    index = DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
+    return Scope(svc.db, index, svc.settings, caller.tenant_id, now, svc.keyring)
 
 
 def _spend(svc: Services, request: Request, key_id: str, now: datetime) -> None:
