@@ -160,7 +160,7 @@ def test_going_back_to_one_shard_leaves_exactly_the_keys_of_an_unsharded_index(
     _tick(one, 3)
     namespace = one.settings.namespace
     keys = set(one.redis.scan_iter(match="{" + namespace + "[}/]*"))
-    assert keys == {"{" + namespace + "}:due", "{" + namespace + "}:specs", "{" + namespace + "}:index-built"}
+    assert keys == {"{" + namespace + "}:" + name for name in ("due", "specs", "index-built", "last-tick")}
     _assert_each_slot_ran_once(one, invoker, job_ids, 4)
 
 
