@@ -16,6 +16,8 @@ from typing import Any, Callable, TypeVar
 from aws_lambda_powertools import Logger
 
 Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
+# What Powertools reads from the context (logging/lambda_context.py).
+_CONTEXT_ATTRIBUTES = ("function_name", "memory_limit_in_mb", "invoked_function_arn", "aws_request_id")
 
 
 class _CurrentStdout(logging.StreamHandler):  # type: ignore[type-arg]
@@ -50,14 +52,17 @@ def function_logger(handler: logging.Handler | None = None, formatter: Any = Non
 
 def with_lambda_context(logger: Logger) -> Callable[[Handler], Handler]:
     """The handler, adding the Lambda context's fields (Powertools' inject_lambda_context) to every line
-    logged during an invocation. Called without a context (tests, scripts), it just runs the handler."""
+    logged during an invocation. Called without a Lambda context (None, or a test's stand-in that lacks
+    the request id and function name), it just runs the handler."""
 
     def decorate(handler: Handler) -> Handler:
         injected = logger.inject_lambda_context(handler)
 
         @functools.wraps(handler)
         def run(event: Any, context: Any) -> Any:
-            return handler(event, context) if context is None else injected(event, context)
+            if not all(hasattr(context, name) for name in _CONTEXT_ATTRIBUTES):
+                return handler(event, context)
+            return injected(event, context)
 
         return run  # type: ignore[return-value]
 
