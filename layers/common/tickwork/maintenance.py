@@ -5,7 +5,7 @@
    and claims that never reached Postgres undone (`rewind_unrecorded_claims`).
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
-   run id, or `lost` when the retry policy has no attempt left.
+   run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.alerts).
 3. Prune finished runs older than the retention, a batch at a time.
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
-from tickwork import metrics, retry
+from tickwork import alerts, metrics, retry
 from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
 from tickwork.models import Dispatch
@@ -57,6 +57,8 @@ class MaintenanceReport:
     retried: int = 0
     lost: int = 0
     pruned: int = 0
+    notifications_redispatched: int = 0
+    notifications_lost: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -82,6 +84,8 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             reconcile(conn, index, now, svc.settings, report)
             report.redispatched = redispatch_awaiting(conn, index, now, svc.settings)
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
+            report.notifications_redispatched, report.notifications_lost = alerts.sweep(
+                conn, index, now, svc.settings, BATCH)
             report.pruned = prune(conn, now, svc.settings.retention_days)
     finally:
         index.release_maintenance_lock(token)

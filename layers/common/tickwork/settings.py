@@ -71,6 +71,8 @@ class Settings:
     database_port: int = DEFAULT_DATABASE_PORT
     database_name: str = ""
     database_sslmode: str = DEFAULT_DATABASE_SSLMODE
+    # The stack's SNS topic that every final failure is published to (tickwork.alerts); empty: none.
+    operator_topic_arn: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -100,6 +102,7 @@ class Settings:
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),
             database_name=env.get("DATABASE_NAME", ""),
             database_sslmode=env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE,
+            operator_topic_arn=env.get("OPERATOR_TOPIC_ARN", ""),
         )
 
 

@@ -23,6 +23,7 @@ class Services:
     redis: Any  # redis.Redis or redis.cluster.RedisCluster
     invoker: Invoker | None = None
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
+    sns: Any = None  # boto3 SNS client for settings.operator_topic_arn (tickwork.alerts)
 
     def close(self) -> None:
         self.db.close()
@@ -90,8 +91,13 @@ def build_services(
         import boto3
 
         invoker = LambdaInvoker(boto3.client("lambda"), settings.executor_function_name)
+    sns = None
+    if settings.operator_topic_arn:
+        import boto3
+
+        sns = boto3.client("sns")
     return Services(settings, connect_db(settings, db_pool_size), connect_redis(settings), invoker,
-                    sender or BoundedSender())
+                    sender or BoundedSender(), sns)
 
 
 def services() -> Services:

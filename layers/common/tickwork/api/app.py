@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from tickwork.api import errors
 from tickwork.api.body import JsonApiResolver, parse_json
+from tickwork.api.notifications import router as notifications_router
 from tickwork.api.routes import router
 from tickwork.errors import InvalidInputError
 
@@ -27,6 +28,7 @@ app.configure_openapi(
     security=[{"apiKey": []}],
 )
 app.include_router(router)
+app.include_router(notifications_router)
 errors.register(app)
 
 
