@@ -258,3 +258,23 @@ def test_final_failures_of_any_job_are_published_to_the_operator_topic(
     published = json.loads(messages[0]["Body"])
     assert (published["job_id"], published["status_code"], published["error"]) == (job_id, 500, "HTTP 500")
     assert _rows(svc, job_id) == [("run.failed", "delivered", 1, "operator")]
+
+
+def test_a_run_the_sweeper_ends_lost_notifies_its_failure(
+    services: Services, target: Target, notify_target: Target,
+) -> None:
+    """Breaks the executor after it started the run: the sweeper ends it `lost`, a final failure."""
+    job_id = _watched_job(services, target, notify_target, pause_after=1)
+    with services.db.connection() as conn:
+        tenant_id = conn.execute("SELECT tenant_id::text FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
+        execution_id = executions_store.insert_manual(conn, tenant_id, job_id, T0)
+        started = executions_store.start_unguarded(conn, execution_id, 1)
+    assert started is not None and started.attempt_started_at is not None
+    after = started.attempt_started_at + timedelta(seconds=5 + services.settings.lost_margin_seconds + 1)
+    assert run_maintenance(services, after).lost == 1
+    executor = executor_at(services, FakeClock(after))
+    notes = _dispatched_notifications(services, after)
+    assert alerts.deliver(executor, notes) == ["delivered", "delivered"]
+    events = _events(notify_target)
+    assert [e["type"] for e in events] == ["run.failed", "job.paused"]
+    assert events[0]["execution_id"] == execution_id and events[0]["error"].startswith("lost: executor did not report")

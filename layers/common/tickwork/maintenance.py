@@ -141,7 +141,7 @@ def expire_running(conn: Any, index: DueIndex, now: datetime, settings: Settings
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
         for run in page:
             lost = judge_running(run, now, settings)
-            if lost is not None and end_attempt(conn, index, run, lost, now):
+            if lost is not None and end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
                 ended[lost.decision.status] += 1
     if any(ended.values()):
         logger.warning("ended attempts whose executor never reported", extra=ended)
@@ -161,11 +161,17 @@ def judge_running(run: store.RunningAttempt, now: datetime, settings: Settings) 
     return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
 
 
-def end_attempt(conn: Any, index: DueIndex, run: store.RunningAttempt, lost: LostAttempt, now: datetime) -> bool:
-    """Record the lost attempt unless its executor reported meanwhile; then queue what comes next."""
+def end_attempt(
+    conn: Any, index: DueIndex, run: store.RunningAttempt, lost: LostAttempt, now: datetime, operator: bool = False,
+) -> bool:
+    """Record the lost attempt unless its executor reported meanwhile; then queue what comes next. A run
+    ending `lost` is a final failure: its notifications are written with it (tickwork.alerts)."""
     decision = lost.decision
-    kept, released = executions_store.finish_attempt(
-        conn, run.execution_id, lost.record, decision.status, decision.next_attempt_at)
+    if decision.status == "lost":
+        kept, released = alerts.end_lost(conn, index, run.execution_id, lost.record, now, operator)
+    else:
+        kept, released = executions_store.finish_attempt(
+            conn, run.execution_id, lost.record, decision.status, decision.next_attempt_at)
     if not kept:
         return False
     if decision.next_attempt_at is not None:

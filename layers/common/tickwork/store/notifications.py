@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
+from tickwork.models import StartedExecution
 from tickwork.notifications import Event, Verdict, WatchState
 
 _LOCK_STATES = """
@@ -25,6 +26,13 @@ UPDATE jobs j
   FROM unnest(%(ids)s::uuid[], %(failures)s::int[], %(failing)s::bool[], %(reasons)s::text[])
     AS u(id, failures, failing, reason)
  WHERE j.id = u.id
+"""
+
+# A run as the executor would have started it (store.executions._START), for the sweeper ending it.
+_RUN = """
+SELECT e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
+       j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures
+  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %(id)s
 """
 
 _INSERT = """
@@ -112,6 +120,11 @@ def save_states(conn: Any, verdicts: Sequence[Verdict], now: datetime) -> None:
             "failing": [v.state.failing for v in verdicts], "reasons": [v.paused_reason for v in verdicts],
             "now": now,
         })
+
+
+def run_of(conn: Any, execution_id: str) -> StartedExecution | None:
+    row = conn.execute(_RUN, {"id": execution_id}).fetchone()
+    return None if row is None else StartedExecution(*row)
 
 
 def insert_events(conn: Any, events: Sequence[Event], due: datetime) -> list[str]:
