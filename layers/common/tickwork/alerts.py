@@ -127,7 +127,7 @@ def before_next_slots(db: Any, decided: list[Any]) -> list[Any]:
     """Decisions (run, sent_at, outcome, decision) with every retry that would land after its job's next
     slot turned into a failure, unless the job's policy allows it. Reads Postgres only for those retries."""
     needing = [i for i, (run, _, _, d) in enumerate(decided)
-               if retry.needs_next_slot(retry.RetryPolicy.from_dict(run.retry), d)]
+               if d.next_attempt_at is not None and retry.needs_next_slot(retry.RetryPolicy.from_dict(run.retry), d)]
     if not needing:
         return decided
     with db.connection() as conn:
