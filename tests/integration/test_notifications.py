@@ -278,3 +278,21 @@ def test_a_run_the_sweeper_ends_lost_notifies_its_failure(
     events = _events(notify_target)
     assert [e["type"] for e in events] == ["run.failed", "job.paused"]
     assert events[0]["execution_id"] == execution_id and events[0]["error"].startswith("lost: executor did not report")
+
+
+def test_finished_notifications_are_pruned_with_the_retention_pending_ones_kept(
+    services: Services, target: Target, notify_target: Target,
+) -> None:
+    job_id = _watched_job(services, target, notify_target, pause_after=None)
+    target.default_status = 500
+    clock = FakeClock(T0)
+    executor = executor_at(services, clock)
+    _run_once(services, executor, job_id, T0)
+    alerts.deliver(executor, _dispatched_notifications(services, T0))
+    clock.at = T0 + timedelta(minutes=1)
+    _run_once(services, executor, job_id, clock.at)  # its event stays pending
+    with services.db.connection() as conn:
+        created = conn.execute("SELECT max(created_at) FROM notifications").fetchone()[0]
+    later = created + timedelta(days=services.settings.retention_days, seconds=1)
+    assert run_maintenance(services, later).notifications_pruned == 1
+    assert [row[1] for row in _rows(services, job_id)] == ["pending"]

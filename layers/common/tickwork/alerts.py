@@ -58,6 +58,9 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
     """Write the runs' final states, their jobs' counters and their events in one transaction."""
     noted = Noted()
     with conn.transaction():
+        # Jobs first, then runs: the order the API's delete takes them in, so neither waits on the other in a cycle.
+        watched = [run.job_id for _, run, _ in endings if run.watched]
+        states = store.lock_states(conn, watched) if watched else {}
         ends: list[tuple[StartedExecution, RunEnd]] = []
         for finished, run, outcome in endings:
             # may_release: the nested transaction it takes is a savepoint, which a refused row needs.
@@ -68,7 +71,7 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
                 noted.kept.add(run.id)
                 succeeded = finished[2] == "succeeded"
                 ends.append((run, notifications.run_end(run, succeeded, finished[1].error, outcome.status_code)))
-        verdicts, events = _judged(conn, ends, now, operator)
+        verdicts, events = _judged(states, ends, now, operator)
         store.save_states(conn, list(verdicts.values()), now)
         noted.notifications = store.insert_events(conn, events, now)
     noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
@@ -76,10 +79,9 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
 
 
 def _judged(
-    conn: Any, ends: list[tuple[StartedExecution, RunEnd]], now: datetime, operator: bool,
+    states: dict[str, notifications.WatchState], ends: list[tuple[StartedExecution, RunEnd]], now: datetime,
+    operator: bool,
 ) -> tuple[dict[str, Verdict], list[notifications.Event]]:
-    watched = [end.job_id for run, end in ends if run.watched]
-    states = store.lock_states(conn, watched) if watched else {}
     verdicts: dict[str, Verdict] = {}
     events: list[notifications.Event] = []
     for run, end in ends:

@@ -29,6 +29,7 @@ from tickwork.reconcile import StepLimits, rebuild_index, rewind_unrecorded_clai
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import maintenance as store
+from tickwork.store import notifications as notifications_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -59,6 +60,7 @@ class MaintenanceReport:
     pruned: int = 0
     notifications_redispatched: int = 0
     notifications_lost: int = 0
+    notifications_pruned: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -87,6 +89,7 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             report.notifications_redispatched, report.notifications_lost = alerts.sweep(
                 conn, index, now, svc.settings, BATCH)
             report.pruned = prune(conn, now, svc.settings.retention_days)
+            report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days)
     finally:
         index.release_maintenance_lock(token)
     return report
@@ -188,3 +191,10 @@ def prune(conn: Any, now: datetime, retention_days: int) -> int:
     if retention_days <= 0:
         return 0
     return store.prune_executions(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)
+
+
+def prune_notifications(conn: Any, now: datetime, retention_days: int) -> int:
+    """Finished notifications go after the same retention as runs."""
+    if retention_days <= 0:
+        return 0
+    return notifications_store.prune(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)

@@ -60,6 +60,13 @@ UPDATE notifications
  WHERE id = %(id)s AND status = 'sending' AND attempt_count = %(attempt)s
 """
 
+# Only finished ones: a notification still pending is never dropped by age.
+_PRUNE = """
+DELETE FROM notifications WHERE id IN (
+    SELECT id FROM notifications WHERE created_at < %(cutoff)s AND status IN ('delivered', 'failed')
+     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""
+
 _COLUMNS = ("id::text, job_id::text, execution_id::text, type, status, attempt_count, next_attempt_at,"
             " last_status_code, last_error, payload, created_at, finished_at")
 
@@ -174,3 +181,14 @@ def awaiting(conn: Any, stale: datetime, ahead: datetime, limit: int) -> list[tu
 def sending_since(conn: Any, before: datetime, limit: int) -> list[tuple[str, int, datetime]]:
     """(id, attempt, started) of attempts still sending that started before `before`."""
     return [tuple(row) for row in conn.execute(_SENDING_SINCE, {"before": before, "limit": limit})]
+
+
+def prune(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
+    """Delete finished notifications created before `cutoff`, `batch` rows per statement; returns how many."""
+    deleted = 0
+    for _ in range(max_batches):
+        count = conn.execute(_PRUNE, {"cutoff": cutoff, "limit": batch}).rowcount
+        deleted += count
+        if count < batch:
+            break
+    return deleted
