@@ -75,6 +75,9 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
         store.save_states(conn, list(verdicts.values()), now)
         noted.notifications = store.insert_events(conn, events, now)
     noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
+    for job_id in noted.paused:
+        logger.warning("job paused after consecutive failed runs", extra={
+            "job_id": job_id, "paused_reason": verdicts[job_id].paused_reason})
     return noted
 
 
