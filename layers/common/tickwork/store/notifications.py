@@ -9,6 +9,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
 from tickwork.notifications import Event, Verdict, WatchState
+from tickwork.store.maintenance import delete_in_batches
 
 _LOCK_STATES = """
 SELECT id::text, tenant_id::text, status, notify, pause_after_failures, consecutive_failures, failing
@@ -185,10 +186,4 @@ def sending_since(conn: Any, before: datetime, limit: int) -> list[tuple[str, in
 
 def prune(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
     """Delete finished notifications created before `cutoff`, `batch` rows per statement; returns how many."""
-    deleted = 0
-    for _ in range(max_batches):
-        count = conn.execute(_PRUNE, {"cutoff": cutoff, "limit": batch}).rowcount
-        deleted += count
-        if count < batch:
-            break
-    return deleted
+    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
