@@ -70,7 +70,8 @@ def test_the_create_event_as_shipped_creates_an_indexed_job(api: Api, handler: C
     assert job["next_fire_times"][0] == job["next_run_at"]
     assert len(job["next_fire_times"]) == 5
     assert job["request"]["timeout_seconds"] == 20
-    assert job["retry"] == {"strategy": "exponential", "max_attempts": 4, "delay_seconds": 30}
+    assert job["retry"] == {"strategy": "exponential", "max_attempts": 4, "delay_seconds": 30, "jitter": "full",
+                            "max_delay_seconds": 3600, "past_next_run": False}
 
 
 def test_next_run_is_the_first_slot_after_now_in_the_jobs_zone(api: Api) -> None:
@@ -96,7 +97,8 @@ def test_defaults_get_then_post_with_body(api: Api) -> None:
     assert job["timezone"] == "UTC"
     assert job["request"] == {"method": "GET", "url": "https://example.com/ping", "headers": {}, "body": None,
                               "timeout_seconds": 30}
-    assert job["retry"] == {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}
+    assert job["retry"] == {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10,
+        "jitter": "full", "max_delay_seconds": 3600, "past_next_run": False}
 
     with_body = {**minimal, "request": {"url": "https://example.com/ping", "body": "{}"}}
     assert api.call("POST", "/jobs", with_body).body["request"]["method"] == "POST"
@@ -210,7 +212,8 @@ def test_patch_request_fields_is_visible_to_the_next_run_without_rescheduling(ap
     assert reply.body["name"] == "renamed"
     assert reply.body["version"] == 1
     assert reply.body["next_run_at"] == job["next_run_at"]
-    assert reply.body["retry"] == {"strategy": "exponential", "max_attempts": 1, "delay_seconds": 30}
+    assert reply.body["retry"] == {"strategy": "exponential", "max_attempts": 1, "delay_seconds": 30,
+        "jitter": "full", "max_delay_seconds": 3600, "past_next_run": False}
     stored = stored_job(db, job["id"])["request"]
     # Merged into what was stored: the method, headers and body of the original request are kept.
     assert stored["url"] == "https://example.org/new"

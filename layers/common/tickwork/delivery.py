@@ -64,13 +64,18 @@ class Outcome:
     error: str | None
     duration_ms: int
     retry_after_seconds: float | None = None
+    accepted: bool | None = None  # the job's success rules' verdict (tickwork.success); None: 2xx is success
 
     @property
     def succeeded(self) -> bool:
+        if self.accepted is not None:
+            return self.accepted
         return self.status_code is not None and 200 <= self.status_code < 300
 
     @property
     def retryable(self) -> bool:
+        if self.accepted is False and self.status_code is not None and self.status_code < 400:
+            return True  # the target answered, but not as the job expects: may be transient
         if self.status_code is None:
             return self.error is not None and not self.error.startswith(NOT_RETRIED)
         return is_retryable_status(self.status_code)

@@ -6,6 +6,7 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
   never loses the schedule.
 - `e:<execution id>:<attempt>`: a one-shot dispatch of an existing execution (a retry, a manual run).
   Claiming removes it; Postgres still holds the execution, so the sweeper can put it back.
+- `n:<notification id>:<attempt>`: the same for a notification attempt (tickwork.notifications).
 
 A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
 The set, the hash, the marker and the rebuild key of one shard share one hash tag, so the scripts also
@@ -27,6 +28,7 @@ from tickwork.shards import base_tag, check_count, member_shard, shard_of, shard
 
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
+NOTIFICATION_PREFIX = "n:"
 
 # The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
 # empty replica) the index must be rebuilt from Postgres before anything is claimed. Then how many
@@ -160,6 +162,10 @@ def execution_member(execution_id: str, attempt: int) -> str:
     return f"{EXECUTION_PREFIX}{execution_id}:{attempt}"
 
 
+def notification_member(notification_id: str, attempt: int) -> str:
+    return f"{NOTIFICATION_PREFIX}{notification_id}:{attempt}"
+
+
 @dataclass(frozen=True)
 class DueEntry:
     member: str
@@ -174,7 +180,12 @@ class DueEntry:
     def job_id(self) -> str:
         return self.member[len(JOB_PREFIX):]
 
+    @property
+    def is_notification(self) -> bool:
+        return self.member.startswith(NOTIFICATION_PREFIX)
+
     def execution(self) -> tuple[str, int]:
+        """(execution or notification id, attempt) of a one-shot member."""
         execution_id, attempt = self.member[len(EXECUTION_PREFIX):].rsplit(":", 1)
         return execution_id, int(attempt)
 
@@ -328,6 +339,16 @@ class Shard:
         """Queue a one-shot dispatch of an existing execution (a retry or a manual run)."""
         target = pipeline if pipeline is not None else self._redis
         target.zadd(self.due_key, {execution_member(execution_id, attempt): due_ms})
+
+    def schedule_notification(self, notification_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        target = pipeline if pipeline is not None else self._redis
+        target.zadd(self.due_key, {notification_member(notification_id, attempt): due_ms})
+
+    def restore_notifications(self, attempts: Sequence[tuple[str, int, int]]) -> int:
+        """Put back (id, attempt, due ms) notification dispatches missing from the set, as restore_executions."""
+        if not attempts:
+            return 0
+        return int(self._redis.zadd(self.due_key, {notification_member(i, a): ms for i, a, ms in attempts}, nx=True))
 
     def job_ids(self, batch: int = 1000) -> Iterator[list[str]]:
         """Every job id in the due set, in batches (ZSCAN: never blocks Redis on a large set)."""

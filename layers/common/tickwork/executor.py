@@ -10,6 +10,7 @@ statement, never held back for the slowest.
 from __future__ import annotations
 
 import queue
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
-from tickwork import delivery, metrics, retry
+from tickwork import alerts, delivery, metrics, retry, success
 from tickwork.crypto import SealError
 from tickwork.dueindex import DueIndex
 from tickwork.errors import InvalidInputError, UnsafeTargetError
@@ -61,6 +62,7 @@ class Executor:
     http: delivery.Connections
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+    uniform: retry.Random = random.random  # the retry jitter's random source
     index: DueIndex = field(init=False)
     secrets: TenantSecrets = field(init=False)  # each tenant's, read once per invocation
 
@@ -152,13 +154,22 @@ class Executor:
         """Store attempts and their runs' new status (one statement for all that cannot release a waiting
         run), queue retries; returns each run's status, or 'superseded' if it was no longer ours."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        decided = [(run, sent_at, outcome, _decide(run, outcome, now)) for run, sent_at, outcome in results]
+        judged = [(run, sent_at, success.judge(run.success, outcome)) for run, sent_at, outcome in results]
+        decided = [(run, sent_at, outcome, _decide(run, outcome, now, self.uniform)) for run, sent_at, outcome in judged]
+        decided = alerts.before_next_slots(self.svc.db, decided)
         plain: list[Decided] = []
         releasing: list[Decided] = []
+        ending: list[Decided] = []  # ends that may raise notifications (tickwork.alerts), written with them
+        operator = bool(self.svc.settings.operator_topic_arn)
         for item in decided:
-            may_release = item[0].overlap != "allow" and item[3].status in store.FINAL_STATUSES
-            (releasing if may_release else plain).append(item)
+            final = item[3].status in store.FINAL_STATUSES
+            may_release = item[0].overlap != "allow" and final
+            if final and alerts.may_notify(item[0], item[3].status, operator):
+                ending.append(item)
+            else:
+                (releasing if may_release else plain).append(item)
         released: list[str] = []
+        noted = alerts.Noted()
         with self.svc.db.connection() as conn:
             kept = store.finish_attempts(conn, [_finish_args(*d) for d in plain])
             for item in releasing:
@@ -167,7 +178,11 @@ class Executor:
                     kept.add(item[0].id)
                 if freed:
                     released.append(freed)
-        self._queue_followers(decided, kept, released)
+            if ending:
+                noted = alerts.record_ends(conn, [(_finish_args(*d), d[0], d[2]) for d in ending], now, operator)
+                kept |= noted.kept
+                released += noted.released
+        self._queue_followers(decided, kept, released, noted)
         statuses = {}
         for run, sent_at, outcome, decision in decided:
             statuses[run.id] = decision.status if run.id in kept else "superseded"
@@ -176,28 +191,36 @@ class Executor:
                                  for run, sent_at, o, d in decided])
         return statuses
 
-    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str]) -> None:
+    def _queue_followers(
+        self, decided: list[Decided], kept: set[str], released: list[str], noted: alerts.Noted,
+    ) -> None:
         retries = [(run, d.next_attempt_at) for run, _, _, d in decided if run.id in kept and d.next_attempt_at]
-        if not retries and not released:
+        if not retries and not released and not noted:
             return
         pipe = self.index.pipeline()
         for run, at in retries:
             self.index.schedule_execution(run.id, run.attempt + 1, to_ms(at), pipeline=pipe)
         for execution_id in released:
             self.index.schedule_execution(execution_id, 1, int(self.clock() * 1000), pipeline=pipe)
+        # Lost with Redis, these are put back by the sweeper from their rows (tickwork.alerts).
+        alerts.queue(self.index, noted, int(self.clock() * 1000), pipe)
         pipe.execute()
 
 
-def _decide(run: StartedExecution, outcome: delivery.Outcome, now: datetime) -> retry.Decision:
+def _decide(
+    run: StartedExecution, outcome: delivery.Outcome, now: datetime, uniform: retry.Random,
+) -> retry.Decision:
     policy = retry.RetryPolicy.from_dict(run.retry)
-    return retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now, outcome.retry_after_seconds)
+    return retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now, outcome.retry_after_seconds,
+                        uniform)
 
 
 def _finish_args(
     run: StartedExecution, sent_at: datetime, outcome: delivery.Outcome, decision: retry.Decision,
 ) -> tuple[str, store.AttemptRecord, str, datetime | None]:
+    error = outcome.error if decision.reason is None else f"{outcome.error}; {decision.reason}"
     record = store.AttemptRecord(run.attempt, sent_at, outcome.duration_ms, outcome.status_code, outcome.body,
-                                 outcome.error)
+                                 error)
     return run.id, record, decision.status, decision.next_attempt_at
 
 
@@ -285,7 +308,14 @@ def run_headers(run: StartedExecution) -> dict[str, str]:
 
 
 def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
+    """Runs first, then notifications (a notification target never delays a run); outcomes in event order."""
     try:
-        return {"outcomes": Executor(svc, http_client()).run(dispatches)}
+        executor = Executor(svc, http_client())
+        runs = [d for d in dispatches if d.kind == "run"]
+        notes = [d for d in dispatches if d.kind == "notification"]
+        outcomes = iter(executor.run(runs))
+        delivered = iter(alerts.deliver(executor, notes))
+        return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
+                             if d.kind in ("run", "notification")]}
     finally:
         metrics.flush()

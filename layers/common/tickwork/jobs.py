@@ -13,7 +13,7 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 from tickwork import policy, quotas, scheduling, vault
 from tickwork.crypto import Keyring
 from tickwork.dueindex import DueIndex
-from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError, UnsafeTargetError
 from tickwork.filters import ExecutionFilter, JobFilter
 from tickwork.models import JobRow
 from tickwork.redaction import REDACTED, is_sensitive_header
@@ -34,7 +34,8 @@ _RESERVED_HEADERS = frozenset(
 _RESERVED_PREFIX = "tickwork-"
 _TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
 # Fields a PATCH replaces as given (pydantic has already checked them).
-_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description")
+_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description", "pause_after_failures",
+                 "success")
 
 T = TypeVar("T")
 Key = tuple[datetime, str]
@@ -68,6 +69,9 @@ class JobDraft:
     catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS
     tags: tuple[str, ...] = ()
     description: str = ""
+    notify: dict[str, Any] | None = None
+    pause_after_failures: int | None = None
+    success: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
         catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
         description=draft.description,
+        notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
+        success=draft.success,
     )
     job = replace(job, next_run_at=_require_run(job, scope.now))
     with scope.db.connection() as conn, conn.transaction():
@@ -238,6 +244,8 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
         updated = replace(updated, request=_checked_request(scope.settings, merged))
     if "retry" in changes:
         updated = replace(updated, retry={**job.retry, **changes["retry"]})
+    if "notify" in changes:
+        updated = replace(updated, notify=_checked_notify(scope.settings, changes["notify"]))
     if any(name in changes for name in _TIMING_FIELDS):
         updated = _rescheduled(scope, updated, changes)
     return updated
@@ -276,7 +284,7 @@ def _resumed(job: JobRow, now: datetime) -> JobRow:
     if job.status == "active":
         return job
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
-    return replace(job, status="active" if next_run_at else "completed", next_run_at=next_run_at)
+    return replace(job, status="active" if next_run_at else "completed", next_run_at=next_run_at, paused_reason=None)
 
 
 def _indexed(job: JobRow) -> tuple[Any, ...]:
@@ -330,6 +338,19 @@ def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str
     if checked.get("method") is None:
         checked["method"] = "POST" if checked.get("body") is not None else "GET"
     return checked
+
+
+def _checked_notify(settings: Settings, notify: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The notification target goes through the same SSRF guard as a job's URL."""
+    if notify is None:
+        return None
+    try:
+        url = validate_target_url(notify["url"], settings.allow_private_targets)
+    except UnsafeTargetError as exc:
+        raise UnsafeTargetError(exc.message, "notify.url") from None
+    except InvalidInputError as exc:
+        raise InvalidInputError("notify.url", exc.message) from None
+    return {**notify, "url": url}
 
 
 def _uuid(raw: str, what: str) -> str:

@@ -5,7 +5,7 @@
    and claims that never reached Postgres undone (`rewind_unrecorded_claims`).
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
-   run id, or `lost` when the retry policy has no attempt left.
+   run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.alerts).
 3. Prune finished runs older than the retention, a batch at a time, and Idempotency-Keys older than 24 hours.
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
-from tickwork import metrics, retry
+from tickwork import alerts, metrics, retry
 from tickwork.delivery import request_timeout_seconds
 from tickwork.dueindex import DueIndex
 from tickwork.idempotency import RETENTION
@@ -31,6 +31,7 @@ from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
+from tickwork.store import notifications as notifications_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -60,6 +61,9 @@ class MaintenanceReport:
     lost: int = 0
     pruned: int = 0
     idempotency_keys_pruned: int = 0
+    notifications_redispatched: int = 0
+    notifications_lost: int = 0
+    notifications_pruned: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -85,8 +89,11 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             reconcile(conn, index, now, svc.settings, report)
             report.redispatched = redispatch_awaiting(conn, index, now, svc.settings)
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
+            report.notifications_redispatched, report.notifications_lost = alerts.sweep(
+                conn, index, now, svc.settings, BATCH)
             report.pruned = prune(conn, now, svc.settings.retention_days)
             report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, MAX_BATCHES)
+            report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days)
     finally:
         index.release_maintenance_lock(token)
     return report
@@ -141,7 +148,7 @@ def expire_running(conn: Any, index: DueIndex, now: datetime, settings: Settings
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
         for run in page:
             lost = judge_running(run, now, settings)
-            if lost is not None and end_attempt(conn, index, run, lost, now):
+            if lost is not None and end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
                 ended[lost.decision.status] += 1
     if any(ended.values()):
         logger.warning("ended attempts whose executor never reported", extra=ended)
@@ -161,11 +168,17 @@ def judge_running(run: store.RunningAttempt, now: datetime, settings: Settings) 
     return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
 
 
-def end_attempt(conn: Any, index: DueIndex, run: store.RunningAttempt, lost: LostAttempt, now: datetime) -> bool:
-    """Record the lost attempt unless its executor reported meanwhile; then queue what comes next."""
+def end_attempt(
+    conn: Any, index: DueIndex, run: store.RunningAttempt, lost: LostAttempt, now: datetime, operator: bool = False,
+) -> bool:
+    """Record the lost attempt unless its executor reported meanwhile; then queue what comes next. A run
+    ending `lost` is a final failure: its notifications are written with it (tickwork.alerts)."""
     decision = lost.decision
-    kept, released = executions_store.finish_attempt(
-        conn, run.execution_id, lost.record, decision.status, decision.next_attempt_at)
+    if decision.status == "lost":
+        kept, released = alerts.end_lost(conn, index, run.execution_id, lost.record, now, operator)
+    else:
+        kept, released = executions_store.finish_attempt(
+            conn, run.execution_id, lost.record, decision.status, decision.next_attempt_at)
     if not kept:
         return False
     if decision.next_attempt_at is not None:
@@ -182,3 +195,10 @@ def prune(conn: Any, now: datetime, retention_days: int) -> int:
     if retention_days <= 0:
         return 0
     return store.prune_executions(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)
+
+
+def prune_notifications(conn: Any, now: datetime, retention_days: int) -> int:
+    """Finished notifications go after the same retention as runs."""
+    if retention_days <= 0:
+        return 0
+    return notifications_store.prune(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)

@@ -17,13 +17,17 @@ class Dispatch:
     execution_id: str
     attempt: int
     fire_at_ms: int
+    kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
+        raw: dict[str, Any] = {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
+        if self.kind != "run":
+            raw["kind"] = self.kind
+        return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Dispatch:
-        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]))
+        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]), str(raw.get("kind", "run")))
 
 
 def executor_event(dispatches: list[Dispatch]) -> dict[str, Any]:
@@ -58,6 +62,10 @@ class JobRow:
     catchup_window_seconds: int = 300
     tags: list[str] = field(default_factory=list)
     description: str = ""
+    notify: dict[str, Any] | None = None
+    pause_after_failures: int | None = None
+    paused_reason: str | None = None
+    success: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,3 +82,11 @@ class StartedExecution:
     overlap: str = "allow"
     # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
     attempt_started_at: datetime | None = None
+    success: dict[str, Any] | None = None  # the job's success rules (tickwork.success)
+    notify: dict[str, Any] | None = None
+    pause_after_failures: int | None = None
+
+    @property
+    def watched(self) -> bool:
+        """Whether the run's end may raise a notification or pause its job (tickwork.notifications)."""
+        return self.notify is not None or self.pause_after_failures is not None

@@ -86,7 +86,9 @@ def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
     for entry in entries:
         if not entry.is_job:
             execution_id, attempt = entry.execution()
-            plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score)))
+            kind = "notification" if entry.is_notification else "run"
+            plan.claims.append((Claim(entry.member, entry.score, None),
+                                Dispatch(execution_id, attempt, entry.score, kind)))
             continue
         schedule = _schedule_or_none(entry)
         if schedule is None or entry.spec is None:

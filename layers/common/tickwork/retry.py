@@ -1,9 +1,12 @@
-"""Retry policy: which failures are retried and when the next attempt is due. Pure: `now` is passed in."""
+"""Retry policy: which failures are retried and when the next attempt is due. Pure: `now` (and, for
+jitter, the random source) is passed in."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from tickwork.timeutil import rfc3339
 
 STRATEGIES = ("exponential", "linear", "fixed")
 DEFAULT_STRATEGY = "exponential"
@@ -13,6 +16,17 @@ DEFAULT_DELAY_SECONDS = 10
 MAX_DELAY_SECONDS = 86_400
 # 408 and 429 say "try later"; every 5xx may be transient. Other statuses are the caller's problem.
 RETRYABLE_STATUS = frozenset({408, 429})
+JITTERS = ("none", "full", "equal")
+# New jobs spread their retries (full jitter: a failing target is not hit by every job at once)...
+DEFAULT_JITTER = "full"
+DEFAULT_MAX_DELAY_SECONDS = 3600
+DEFAULT_PAST_NEXT_RUN = False
+# ...while a job stored before these fields existed keeps the timing it had: exact delays, a day's
+# ceiling, retries past its next slot.
+STORED_JITTER = "none"
+STORED_PAST_NEXT_RUN = True
+
+Random = Callable[[], float]  # uniform in [0, 1), as random.random
 
 
 @dataclass(frozen=True)
@@ -20,14 +34,21 @@ class RetryPolicy:
     strategy: str = DEFAULT_STRATEGY
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     delay_seconds: float = DEFAULT_DELAY_SECONDS
+    jitter: str = STORED_JITTER
+    max_delay_seconds: float = MAX_DELAY_SECONDS
+    past_next_run: bool = STORED_PAST_NEXT_RUN
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> RetryPolicy:
+        """A stored policy; a field it lacks (a job older than the field) keeps the behaviour it had."""
         raw = raw or {}
         return cls(
             strategy=str(raw.get("strategy", DEFAULT_STRATEGY)),
             max_attempts=int(raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
             delay_seconds=float(raw.get("delay_seconds", DEFAULT_DELAY_SECONDS)),
+            jitter=str(raw.get("jitter", STORED_JITTER)),
+            max_delay_seconds=float(raw.get("max_delay_seconds", MAX_DELAY_SECONDS)),
+            past_next_run=bool(raw.get("past_next_run", STORED_PAST_NEXT_RUN)),
         )
 
 
@@ -43,26 +64,58 @@ def delay_after(policy: RetryPolicy, attempt: int) -> float:
         delay = policy.delay_seconds * attempt
     else:
         delay = policy.delay_seconds
-    return min(delay, MAX_DELAY_SECONDS)
+    return min(delay, ceiling(policy))
+
+
+def ceiling(policy: RetryPolicy) -> float:
+    return min(policy.max_delay_seconds, MAX_DELAY_SECONDS)
+
+
+def jittered(delay: float, jitter: str, random: Random) -> float:
+    """`delay` spread by the jitter mode: full is uniform in [0, delay), equal in [delay/2, delay)."""
+    if jitter == "full":
+        return delay * random()
+    if jitter == "equal":
+        return delay / 2 + delay / 2 * random()
+    return delay
 
 
 @dataclass(frozen=True)
 class Decision:
     status: str  # succeeded | failed | retrying
     next_attempt_at: datetime | None = None
+    reason: str | None = None  # why a failure that could have been retried was not
 
 
 def decide(
     policy: RetryPolicy, attempt: int, succeeded: bool, retryable: bool, now: datetime,
-    retry_after_seconds: float | None = None,
+    retry_after_seconds: float | None = None, random: Random | None = None,
 ) -> Decision:
-    """What happens to an execution after attempt `attempt` ended as described."""
+    """What happens to an execution after attempt `attempt` ended as described. Without `random` no
+    jitter is applied (the sweeper's and older callers' exact timing)."""
     if succeeded:
         return Decision("succeeded")
     if not retryable or attempt >= policy.max_attempts:
         return Decision("failed")
     delay = delay_after(policy, attempt)
+    if random is not None:
+        delay = jittered(delay, policy.jitter, random)
     if retry_after_seconds is not None:
         # The target asked for a pause (429/503 Retry-After): honour it, within the same ceiling.
-        delay = min(max(delay, retry_after_seconds), MAX_DELAY_SECONDS)
+        delay = min(max(delay, retry_after_seconds), ceiling(policy))
     return Decision("retrying", now + timedelta(seconds=delay))
+
+
+def before_next_slot(policy: RetryPolicy, decision: Decision, next_slot: datetime | None) -> Decision:
+    """A retry that would land after the job's next slot ends the run instead, unless the policy allows
+    it (`past_next_run`): a late retry would run next to, or after, the run that replaces it."""
+    at = decision.next_attempt_at
+    if at is None or next_slot is None or policy.past_next_run or at <= next_slot:
+        return decision
+    return Decision("failed", reason=(
+        f"not retried: the next attempt would be after the job's next run at {rfc3339(next_slot)}"
+        " (retry.past_next_run is false)"))
+
+
+def needs_next_slot(policy: RetryPolicy, decision: Decision) -> bool:
+    return decision.next_attempt_at is not None and not policy.past_next_run

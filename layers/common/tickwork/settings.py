@@ -108,6 +108,8 @@ class Settings:
     # Envelope encryption of secrets (tickwork.crypto): data keys from this KMS key, else from a key file.
     kms_key_id: str = ""
     key_file: str = ""
+    # The stack's SNS topic that every final failure is published to (tickwork.alerts); empty: none.
+    operator_topic_arn: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -152,6 +154,7 @@ class Settings:
             db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
             kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
             key_file=env.get("TICKWORK_KEY_FILE", ""),
+            operator_topic_arn=env.get("OPERATOR_TOPIC_ARN", ""),
         )
 
 

@@ -28,6 +28,7 @@ class Services:
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
     clock: Callable[[], float] = time.time  # the API's `now` per request (epoch seconds); tests pin it
     keyring: Keyring | None = None  # built from the settings when not given (None if they name no key)
+    sns: Any = None  # boto3 SNS client for settings.operator_topic_arn (tickwork.alerts)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
@@ -118,8 +119,13 @@ def build_services(
         import boto3
 
         invoker = LambdaInvoker(boto3.client("lambda"), settings.executor_function_name)
+    sns = None
+    if settings.operator_topic_arn:
+        import boto3
+
+        sns = boto3.client("sns")
     return Services(settings, connect_db(settings, db_pool_size), connect_redis(settings), invoker,
-                    sender or BoundedSender())
+                    sender or BoundedSender(), sns)
 
 
 def services() -> Services:

@@ -14,6 +14,7 @@ from tickwork.api import console, docs, errors, executions, health, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.keys import router as keys_router
+from tickwork.api.notifications import router as notifications_router
 from tickwork.api.routes import router
 from tickwork.api.secrets import router as secrets_router
 from tickwork.errors import InvalidInputError, TickworkError
@@ -31,7 +32,7 @@ app.configure_openapi(
 )
 app.include_router(router)
 for extra in (executions.router, stats.router, health.router, docs.router, keys_router, secrets_router,
-              console.router):
+              notifications_router, console.router):
     app.include_router(extra)
 errors.register(app)
 

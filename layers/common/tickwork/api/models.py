@@ -10,9 +10,14 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from tickwork import success
 from tickwork.delivery import DEFAULT_TIMEOUT_SECONDS
+from tickwork.notifications import ON_CHOICES
 from tickwork.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
-from tickwork.retry import DEFAULT_DELAY_SECONDS, DEFAULT_MAX_ATTEMPTS, DEFAULT_STRATEGY, MAX_DELAY_SECONDS
+from tickwork.retry import (
+    DEFAULT_DELAY_SECONDS, DEFAULT_JITTER, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_DELAY_SECONDS, DEFAULT_PAST_NEXT_RUN,
+    DEFAULT_STRATEGY, MAX_DELAY_SECONDS, STORED_JITTER, STORED_PAST_NEXT_RUN,
+)
 from tickwork.targets import MAX_URL_LENGTH
 from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
@@ -30,6 +35,8 @@ MAX_DESCRIPTION_CHARS = 1000
 # Letters, digits and _ - . : / =, starting with a letter or digit: `env:prod`, `team=payments`, `eu-west-1`.
 # No comma (API Gateway joins a repeated query parameter with commas), no space, no wildcard.
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/=-]{0,63}$"
+# Pausing after more failed runs than this is no pause at all.
+MAX_PAUSE_AFTER_FAILURES = 1000
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
@@ -117,6 +124,17 @@ MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts 
 DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
 Overlap = Literal["allow", "skip", "queue_one"]
 Catchup = Literal["latest", "all"]
+Jitter = Literal["none", "full", "equal"]
+NotifyOn = Literal["failure", "recovery", "paused"]
+MaxDelay = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS, description="No wait between attempts is longer.")]
+PauseAfter = Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=(
+    "Pause the job after this many consecutive finally-failed runs."))]
+StatusCodes = Annotated[list[Any], Field(min_length=1, max_length=success.MAX_STATUS_CODES, json_schema_extra={
+    "items": {"anyOf": [{"type": "integer", "minimum": 100, "maximum": 599},
+                        {"type": "string", "pattern": "^[1-5]xx$"}]}}),
+    AfterValidator(success.normalized_codes)]
+BodyContains = Annotated[str, StringConstraints(min_length=1, max_length=success.MAX_BODY_CONTAINS),
+                         AfterValidator(_storable)]
 CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
     "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed."))]
 
@@ -142,6 +160,27 @@ class RetrySpec(_Strict):
     strategy: Strategy = cast(Strategy, DEFAULT_STRATEGY)
     max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
     delay_seconds: DelaySeconds = DEFAULT_DELAY_SECONDS
+    jitter: Jitter = Field(cast(Jitter, DEFAULT_JITTER), description=(
+        "Spread each wait: full (uniform in [0, wait)), equal (in [wait/2, wait)) or none."))
+    max_delay_seconds: MaxDelay = DEFAULT_MAX_DELAY_SECONDS
+    past_next_run: bool = Field(DEFAULT_PAST_NEXT_RUN, description=(
+        "Whether a retry may land after the job's next run; if not, the run ends failed instead."))
+
+
+class NotifySpec(_Strict):
+    """Where to send the job's events (signed like every request), and which."""
+
+    url: Url
+    on: list[NotifyOn] = Field(default_factory=lambda: list(ON_CHOICES), min_length=1)
+
+
+class SuccessSpec(_Strict):
+    """Which answers are a successful attempt; any other is a failed one, retried per the retry policy."""
+
+    status_codes: StatusCodes = Field(default_factory=lambda: list(success.DEFAULT_STATUS_CODES), description=(
+        'Accepted codes (200) and classes ("2xx").'))
+    body_contains: BodyContains | None = Field(None, description=(
+        "Text the response body (its first 4 KiB) must contain."))
 
 
 class JobCreate(_Strict):
@@ -161,6 +200,9 @@ class JobCreate(_Strict):
     tags: Tags = Field(default_factory=list, description=(
         "Up to 20 labels to find the job by (GET /jobs?tag=); a repeated tag is kept once."))
     description: Description = ""
+    notify: NotifySpec | None = None
+    pause_after_failures: PauseAfter | None = None
+    success: SuccessSpec | None = None
 
 
 class RequestPatch(_Strict):
@@ -178,10 +220,14 @@ class RetryPatch(_Strict):
     strategy: Unchanged[Strategy] = None
     max_attempts: Unchanged[MaxAttempts] = None
     delay_seconds: Unchanged[DelaySeconds] = None
+    jitter: Unchanged[Jitter] = None
+    max_delay_seconds: Unchanged[MaxDelay] = None
+    past_next_run: Unchanged[bool] = None
 
 
 class JobPatch(_Strict):
-    """A partial update: only the fields present change; `start_at`/`end_at` may be set to null to clear them."""
+    """A partial update: only the fields present change; `start_at`/`end_at`, `notify`,
+    `pause_after_failures` and `success` may be set to null to clear them."""
 
     name: Unchanged[Name] = None
     schedule: Unchanged[ScheduleText] = None
@@ -195,6 +241,9 @@ class JobPatch(_Strict):
     catchup_window_seconds: Unchanged[CatchupWindow] = None
     tags: Unchanged[Tags] = Field(None, description="Replaces the whole set; [] removes every tag.")
     description: Unchanged[Description] = None
+    notify: NotifySpec | None = None
+    pause_after_failures: PauseAfter | None = None
+    success: SuccessSpec | None = None
 
 
 class PreviewRequest(_Strict):
@@ -220,6 +269,20 @@ class RetryOut(BaseModel):
     strategy: str = DEFAULT_STRATEGY
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     delay_seconds: int | float = DEFAULT_DELAY_SECONDS
+    # A job stored before these fields existed keeps its old timing, and shows it.
+    jitter: str = STORED_JITTER
+    max_delay_seconds: int | float = MAX_DELAY_SECONDS
+    past_next_run: bool = STORED_PAST_NEXT_RUN
+
+
+class NotifyOut(BaseModel):
+    url: str
+    on: list[str]
+
+
+class SuccessOut(BaseModel):
+    status_codes: list[int | str]
+    body_contains: str | None = None
 
 
 class JobOut(BaseModel):
@@ -239,6 +302,10 @@ class JobOut(BaseModel):
     catchup_window_seconds: int
     tags: list[str]
     description: str
+    notify: NotifyOut | None = None
+    pause_after_failures: int | None = None
+    paused_reason: str | None = Field(None, description="Why the job was paused automatically; null otherwise.")
+    success: SuccessOut | None = None
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -297,6 +364,24 @@ class PreviewOut(BaseModel):
     timezone: str
     description: str
     fire_times: list[FireTime]
+
+
+class NotificationOut(BaseModel):
+    id: str = Field(description="The event's id: the same on every attempt (webhook-id), for receivers to dedupe.")
+    type: Literal["run.failed", "job.recovered", "job.paused"]
+    execution_id: str
+    status: Literal["pending", "sending", "delivered", "failed"]
+    attempts: int
+    next_attempt_at: Timestamp | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
+    event: dict[str, Any] = Field(description="The JSON body sent.")
+
+
+class NotificationList(BaseModel):
+    items: list[NotificationOut] = Field(description="The job's last 100 notifications, newest first.")
 
 
 class ErrorDetail(BaseModel):

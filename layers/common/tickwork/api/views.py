@@ -33,7 +33,9 @@ def job_out(job: JobRow) -> JobOut:
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
         next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
         catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
-        tags=list(job.tags), description=job.description, created_at=_time(job.created_at), updated_at=_time(job.updated_at),
+        tags=list(job.tags), description=job.description,
+        notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
+        success=job.success, created_at=_time(job.created_at), updated_at=_time(job.updated_at),
     )
 
 

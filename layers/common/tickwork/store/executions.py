@@ -133,7 +133,7 @@ UPDATE executions e
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
    AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1)
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-          j.overlap, e.attempt_started_at
+          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures
 """
 
 _IN_PROGRESS = """

@@ -13,7 +13,8 @@ from tickwork.models import JobRow
 
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
-    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description"
+    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
+    " notify, pause_after_failures, paused_reason, success"
 )
 
 
@@ -34,10 +35,12 @@ _LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
 def insert_job(conn: Any, job: JobRow) -> None:
     conn.execute(
         "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
-        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description)"
+        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
+        " notify, pause_after_failures, paused_reason, success)"
         " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
         " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
-        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s)",
+        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s,"
+        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s)",
         _params(job),
     )
 
@@ -71,7 +74,12 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " end_at = %(end_at)s, request = %(request)s, retry = %(retry)s, status = %(status)s,"
         " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s,"
         " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s,"
-        " tags = %(tags)s, description = %(description)s"
+        " tags = %(tags)s, description = %(description)s,"
+        " notify = %(notify)s, pause_after_failures = %(pause_after_failures)s, paused_reason = %(paused_reason)s,"
+        " success = %(success)s,"
+        # A paused job that runs again starts counting its failures afresh (tickwork.notifications).
+        " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
+        " ELSE consecutive_failures END"
         f" WHERE id = %(id)s AND {_LIVE}",
         _params(job),
     ).rowcount == 1
@@ -109,4 +117,5 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
 
 
 def _params(job: JobRow) -> dict[str, Any]:
-    return {**asdict(job), "request": Jsonb(job.request), "retry": Jsonb(job.retry)}
+    optional = {name: None if getattr(job, name) is None else Jsonb(getattr(job, name)) for name in ("notify", "success")}
+    return {**asdict(job), "request": Jsonb(job.request), "retry": Jsonb(job.retry), **optional}

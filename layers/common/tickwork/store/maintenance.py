@@ -168,9 +168,14 @@ def long_running(conn: Any, before: datetime, batch: int, max_pages: int) -> Ite
 
 def prune_executions(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
     """Delete finished runs created before `cutoff`, `batch` rows per statement; returns how many."""
+    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
+
+
+def delete_in_batches(conn: Any, sql: str, cutoff: datetime, batch: int, max_batches: int) -> int:
+    """Run a retention DELETE (taking `cutoff` and `limit`) until it deletes less than a batch."""
     deleted = 0
     for _ in range(max_batches):
-        count = conn.execute(_PRUNE, {"cutoff": cutoff, "limit": batch}).rowcount
+        count = conn.execute(sql, {"cutoff": cutoff, "limit": batch}).rowcount
         deleted += count
         if count < batch:
             break
