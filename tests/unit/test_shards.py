@@ -46,6 +46,8 @@ def test_a_member_goes_where_its_job_or_its_execution_goes() -> None:
     job_id, execution_id = str(uuid.uuid4()), str(uuid.uuid4())
     assert member_shard(f"j:{job_id}", 5) == shard_of(job_id, 5)
     assert member_shard(f"e:{execution_id}:3", 5) == shard_of(execution_id, 5)
+    notification_id = str(uuid.uuid4())  # a notification attempt goes by its notification, as a run by its id
+    assert {member_shard(f"n:{notification_id}:{attempt}", 5) for attempt in (1, 2, 7)} == {shard_of(notification_id, 5)}
 
 
 @pytest.mark.parametrize("count", [0, -1, 65])

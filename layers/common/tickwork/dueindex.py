@@ -491,6 +491,14 @@ class DueIndex:
     def schedule_execution(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
         self.shards[shard_of(execution_id, self.count)].schedule_execution(execution_id, attempt, due_ms, pipeline)
 
+    def schedule_notification(self, notification_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        self.shards[shard_of(notification_id, self.count)].schedule_notification(
+            notification_id, attempt, due_ms, pipeline)
+
+    def restore_notifications(self, attempts: Sequence[tuple[str, int, int]]) -> int:
+        return sum(shard.restore_notifications([attempts[i] for i in positions])
+                   for shard, positions in self._split([a[0] for a in attempts]))
+
     def job_ids(self, batch: int = 1000) -> Iterator[list[str]]:
         for shard in self.shards:
             yield from shard.job_ids(batch)

@@ -67,8 +67,9 @@ def shard_of(entity_id: str, count: int) -> int:
 
 
 def member_shard(member: str, count: int) -> int:
-    """The shard of a due-set member: `j:<job id>` or `e:<execution id>:<attempt>`."""
+    """The shard of a due-set member: `j:<job id>`, `e:<execution id>:<attempt>` or
+    `n:<notification id>:<attempt>` (a one-shot dispatch goes by its id)."""
     if count == 1:
         return 0
     kind, _, rest = member.partition(":")
-    return shard_of(rest.rsplit(":", 1)[0] if kind == "e" else rest, count)
+    return shard_of(rest.rsplit(":", 1)[0] if kind in ("e", "n") else rest, count)
