@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
 import socket
+import subprocess
 import time
 import urllib.request
 from dataclasses import replace
@@ -155,6 +158,7 @@ def test_the_docs_page_needs_no_key_and_loads_only_same_origin_files(pages: Page
     assert page.headers["Content-Type"].startswith("text/html")
     csp = page.headers["Content-Security-Policy"]
     assert "script-src 'self';" in csp and "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
     assert "<script>" not in page.raw and "http" not in page.raw.replace("http-equiv", "")  # no inline code, no CDN
     for asset, marker in (("docs/swagger-ui-bundle.js", "SwaggerUIBundle"), ("docs/swagger-ui.css", ".swagger-ui"),
                           ("docs/init.js", "openapi.json")):
@@ -164,9 +168,10 @@ def test_the_docs_page_needs_no_key_and_loads_only_same_origin_files(pages: Page
         assert "Content-Security-Policy" in reply.headers
 
 
-def test_the_docs_init_script_keeps_the_key_out_of_storage(pages: PageApi) -> None:
+def test_the_docs_init_script_keeps_the_key_out_of_storage_and_calls_no_one_else(pages: PageApi) -> None:
     script = pages.call("GET", "/docs/init.js", token=None).raw
     assert "persistAuthorization: false" in script
+    assert "validatorUrl: null" in script  # nothing sent to swagger.io's validator
 
 
 def test_the_docs_assets_come_compressed_over_http(api_server: ApiServer) -> None:
@@ -178,6 +183,37 @@ def test_the_docs_assets_come_compressed_over_http(api_server: ApiServer) -> Non
     assert "SwaggerUIBundle" in script
     with urllib.request.urlopen(f"{api_server.url}/docs", timeout=10) as response:
         assert response.status == 200 and b'id="swagger-ui"' in response.read()
+
+
+BROWSER_SCRIPT = Path(__file__).resolve().parent / "browser" / "try_docs.mjs"
+
+
+def _node_with_websocket() -> list[str] | None:
+    node = shutil.which("node")
+    if node is None or shutil.which(os.environ.get("CHROMIUM", "chromium")) is None:
+        return None
+    major = int(subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip("v\n").split(".")[0])
+    return None if major < 20 else [node, *(["--experimental-websocket"] if major < 22 else [])]
+
+
+@pytest.mark.skipif(_node_with_websocket() is None, reason="needs Chromium and Node 20+ (Debian: chromium, nodejs)")
+def test_a_user_can_authorize_and_try_a_call_in_a_real_browser(api: Api, api_server: ApiServer) -> None:
+    # Headless Chromium under the page's own Content-Security-Policy: Swagger UI must render, take the
+    # key, send it as a Bearer header and show the answer, with no policy violation on the way.
+    api.create(name="seen-from-the-docs")
+    node = _node_with_websocket()
+    assert node is not None
+    run = subprocess.run([*node, str(BROWSER_SCRIPT), api_server.url, api.token], capture_output=True, text=True,
+                         timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert seen["lock"].split()[-1] == "locked"  # Swagger UI holds a key
+    assert seen["status"].strip() == "200"
+    assert json.loads(seen["body"])["items"][0]["name"] == "seen-from-the-docs"
+    assert "-H 'Authorization: Bearer <key>'" in seen["curl"]
+    assert seen["violations"] == []
+    assert seen["stored"] == []  # the key is not kept in the browser's storage
 
 
 def test_the_document_offers_the_key_scheme_swagger_ui_asks_for(api: Api) -> None:
