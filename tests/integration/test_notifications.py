@@ -14,12 +14,15 @@ from typing import Any, Iterator
 import boto3
 import pytest
 from moto import mock_aws
+from standardwebhooks.webhooks import Webhook
 
 from tests.conftest import Target
 from tests.integration.helpers import FakeClock, due_index, executor_at, insert_job
-from tickwork import alerts
+from tickwork import alerts, vault
 from tickwork.dueindex import notification_member
+from tickwork.dueindex import DueIndex
 from tickwork.executor import Executor
+from tickwork.jobs import Scope
 from tickwork.maintenance import run_maintenance
 from tickwork.models import Dispatch
 from tickwork.poller import Poller
@@ -64,6 +67,13 @@ def _dispatched_notifications(services: Services, at: datetime) -> list[Dispatch
     return [d for d in services.invoker.dispatches if d.kind == "notification"]  # type: ignore[union-attr]
 
 
+def _signing_secret(services: Services, job_id: str) -> str:
+    with services.db.connection() as conn:
+        tenant_id = conn.execute("SELECT tenant_id::text FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
+    index = DueIndex(services.redis, services.settings.namespace)
+    return vault.signing_secret(Scope(services.db, index, services.settings, tenant_id, T0, services.keyring))
+
+
 def _events(target: Target) -> list[dict[str, Any]]:
     return [json.loads(r["body"]) for r in target.requests]
 
@@ -92,10 +102,17 @@ def test_failure_recovery_and_pause_each_arrive_once(services: Services, target:
     events = _events(notify_target)
     assert [e["type"] for e in events] == ["run.failed", "job.recovered", "run.failed", "run.failed", "job.paused"]
     assert len({e["id"] for e in events}) == 5
+    secret = _signing_secret(services, job_id)
     for request, event in zip(notify_target.requests, events):
         assert request["headers"]["Tickwork-Run-Id"] == event["id"]  # the stable id a receiver dedupes on
         assert request["headers"]["Tickwork-Event-Type"] == event["type"]
         assert request["headers"]["Content-Type"] == "application/json"
+        # Signed like every request, with the event id as the webhook id. Checked with the official library's
+        # signer: its verify() also compares the timestamp with the wall clock, and the runs here are at T0.
+        assert request["headers"]["webhook-id"] == event["id"]
+        stamp = datetime.fromtimestamp(int(request["headers"]["webhook-timestamp"]), timezone.utc)
+        assert request["headers"]["webhook-signature"] == Webhook(secret).sign(
+            event["id"], stamp, request["body"])
     first = events[0]
     assert (first["job_id"], first["attempts"], first["status_code"], first["error"]) == (job_id, 1, 500, "HTTP 500")
     assert first["scheduled_for"] == "2026-11-30T12:00:00.000Z" and first["occurred_at"] == "2026-11-30T12:00:00.000Z"
