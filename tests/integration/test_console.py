@@ -148,6 +148,7 @@ def test_create_a_job_from_the_form_with_a_live_preview_and_watch_its_runs_appea
     page.get_by_role("button", name="Create job").click()
 
     expect(page.get_by_role("heading", name="heartbeat")).to_be_visible()
+    expect(page.locator("#main")).to_contain_text("every second", ignore_case=True)  # the schedule in words
     succeeded = page.locator("#main table.data tbody tr").filter(has_text="succeeded")
     expect(succeeded.nth(1)).to_be_visible()
     expect(page.locator("svg rect.mark.s-succeeded").nth(1)).to_be_attached()
@@ -169,6 +170,7 @@ def test_open_a_failed_run_and_read_its_error(console: Console, target: Target) 
     page = console.page
     console.sign_in()
     row = page.locator("tbody tr").filter(has_text="flaky")
+    expect(row).to_contain_text("every second", ignore_case=True)  # the schedule in words
     expect(row.locator("td[data-label='Success (last 50)']")).to_have_text("0%")
     expect(row.locator("td[data-label='Last run'] .badge")).to_have_text("failed")
     row.get_by_role("link", name="flaky").click()

@@ -164,6 +164,26 @@ def test_an_attempt_running_past_its_timeout_is_retried_under_the_same_run(servi
     assert due_index(services).score(f"e:{run_id}:2") == to_ms(NOW + timedelta(seconds=7))
 
 
+def test_a_lost_attempts_retry_after_the_jobs_next_slot_ends_the_run_unless_the_policy_allows_it(
+    services: Services,
+) -> None:
+    """The sweeper bounds its retries by the job's next slot as the executor does (retry.past_next_run)."""
+    started = NOW - timedelta(seconds=66)
+    ends = {}
+    for allowed in (False, True):
+        job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 7,
+                                            "jitter": "none", "past_next_run": allowed})
+        # Its slot is hours ago and the job runs every minute: a retry at NOW + 7 s is past its next slot.
+        ends[allowed] = insert_execution(services, job_id, status="running", attempt_count=1, attempt_started_at=started)
+    report = run_maintenance(services, NOW)
+    assert (report.retried, report.lost) == (1, 1)
+    assert status_of(services, ends[False]) == ("lost", 1, None)
+    (attempt,) = attempts(services, ends[False])
+    assert attempt[4].startswith("lost: executor did not report within 65 s; not retried: the next attempt would be")
+    assert due_index(services).score(f"e:{ends[False]}:2") is None
+    assert status_of(services, ends[True]) == ("retrying", 1, NOW + timedelta(seconds=7))
+
+
 def test_an_attempt_with_no_attempt_left_ends_lost(services: Services) -> None:
     job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
     run_id = insert_execution(services, job_id, status="running", attempt_count=2,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from tickwork.maintenance import judge_running, redispatch, request_timeout_seconds, rewind_before
+from tickwork.maintenance import bound_by_next_slot, judge_running, redispatch, request_timeout_seconds, rewind_before
 from tickwork.settings import Settings
 from tickwork.store.maintenance import AwaitingDispatch, RunningAttempt
 from tickwork.timeutil import to_ms
@@ -66,3 +66,32 @@ def test_settings_read_the_maintenance_knobs() -> None:
     assert (settings.sweep_after_seconds, settings.lost_margin_seconds) == (90, 45)
     defaults = Settings.from_env({"DATABASE_URL": "x", "REDIS_URL": "y"})
     assert (defaults.retention_days, defaults.sweep_after_seconds, defaults.lost_margin_seconds) == (30, 60, 60)
+
+
+def test_a_lost_attempts_retry_is_jittered_like_the_executors() -> None:
+    """The sweeper's retry follows the job's jitter mode with the random source it is given."""
+    full = RunningAttempt(
+        "run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
+        {**RETRY, "jitter": "full"})
+    lost = judge_running(full, T0, SETTINGS, uniform=lambda: 0.25)
+    assert lost is not None and lost.decision.next_attempt_at == T0 + timedelta(seconds=2.5)
+    exact = judge_running(full, T0, SETTINGS)  # no random source: the exact delay
+    assert exact is not None and exact.decision.next_attempt_at == T0 + timedelta(seconds=10)
+
+
+def test_a_lost_attempts_retry_after_the_next_slot_ends_the_run_unless_allowed() -> None:
+    def attempt(past_next_run: bool) -> RunningAttempt:
+        return RunningAttempt("run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
+                              {**RETRY, "jitter": "none", "past_next_run": past_next_run}, "job-1", T0 - timedelta(seconds=105))
+
+    bounded = attempt(False)
+    lost = judge_running(bounded, T0, SETTINGS)
+    assert lost is not None and lost.decision.status == "retrying"  # due at T0 + 10 s
+    ended = bound_by_next_slot(bounded, lost, T0 + timedelta(seconds=5))
+    assert (ended.decision.status, ended.decision.next_attempt_at) == ("lost", None)
+    assert ended.record.error.startswith("lost: executor did not report within 65 s; not retried: the next attempt")
+    assert bound_by_next_slot(bounded, lost, T0 + timedelta(seconds=10)) is lost  # lands on the slot: kept
+    assert bound_by_next_slot(bounded, lost, None) is lost  # the job has no next run
+    allowed = attempt(True)
+    lost_allowed = judge_running(allowed, T0, SETTINGS)
+    assert lost_allowed is not None and bound_by_next_slot(allowed, lost_allowed, T0 + timedelta(seconds=5)) is lost_allowed

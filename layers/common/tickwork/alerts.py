@@ -141,14 +141,14 @@ def before_next_slots(db: Any, decided: list[Any]) -> list[Any]:
     for i in needing:
         run, sent_at, outcome, decision = decided[i]
         policy = retry.RetryPolicy.from_dict(run.retry)
-        bounded[i] = (run, sent_at, outcome, retry.before_next_slot(policy, decision, _next_slot(rows.get(run.job_id),
+        bounded[i] = (run, sent_at, outcome, retry.before_next_slot(policy, decision, next_slot(rows.get(run.job_id),
                                                                                                   run.scheduled_for)))
     return bounded
 
 
-def _next_slot(row: maintenance_store.IndexRow | None, after: datetime) -> datetime | None:
+def next_slot(row: maintenance_store.IndexRow | None, after: datetime | None) -> datetime | None:
     """The job's first slot after the run's; None for a job no longer active (it has no next run)."""
-    if row is None:
+    if row is None or after is None:
         return None
     try:
         return job_schedule(row).next_after(after)

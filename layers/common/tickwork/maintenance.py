@@ -14,8 +14,9 @@ attempt is only ended while it is still the running one.
 """
 from __future__ import annotations
 
+import random
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -141,22 +142,29 @@ def redispatch(run: store.AwaitingDispatch, now: datetime) -> Dispatch:
     return Dispatch(run.execution_id, run.attempt, to_ms(due))
 
 
-def expire_running(conn: Any, index: DueIndex, now: datetime, settings: Settings) -> tuple[int, int]:
-    """End every attempt whose executor can no longer report; returns (retried, lost)."""
+def expire_running(
+    conn: Any, index: DueIndex, now: datetime, settings: Settings, uniform: retry.Random | None = random.random,
+) -> tuple[int, int]:
+    """End every attempt whose executor can no longer report; returns (retried, lost). A retry is timed
+    as the executor times one: jittered by the job's policy (`uniform`: the random source) and never
+    after the job's next slot unless the policy allows it."""
     ended = {"retrying": 0, "lost": 0}
     before = now - timedelta(seconds=settings.lost_margin_seconds)
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
-        for run in page:
-            lost = judge_running(run, now, settings)
-            if lost is not None and end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
+        judged = [(run, lost) for run in page if (lost := judge_running(run, now, settings, uniform)) is not None]
+        for run, lost in _bounded_by_next_slots(conn, judged):
+            if end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
                 ended[lost.decision.status] += 1
     if any(ended.values()):
         logger.warning("ended attempts whose executor never reported", extra=ended)
     return ended["retrying"], ended["lost"]
 
 
-def judge_running(run: store.RunningAttempt, now: datetime, settings: Settings) -> LostAttempt | None:
-    """None while the attempt's executor may still report; otherwise how to end the attempt."""
+def judge_running(
+    run: store.RunningAttempt, now: datetime, settings: Settings, uniform: retry.Random | None = None,
+) -> LostAttempt | None:
+    """None while the attempt's executor may still report; otherwise how to end the attempt (a retry
+    jittered with `uniform` when given, as the executor's are)."""
     limit = request_timeout_seconds(run.request, settings.max_request_timeout_seconds) + settings.lost_margin_seconds
     if now < run.started_at + timedelta(seconds=limit):
         return None
@@ -164,8 +172,30 @@ def judge_running(run: store.RunningAttempt, now: datetime, settings: Settings) 
     record = executions_store.AttemptRecord(
         run.attempt, run.started_at, elapsed_ms, None, None, f"lost: executor did not report within {limit:g} s")
     # The request may have been sent: a retry repeats it under the same run id, as after a timeout.
-    decision = retry.decide(retry.RetryPolicy.from_dict(run.retry), run.attempt, False, True, now)
+    decision = retry.decide(retry.RetryPolicy.from_dict(run.retry), run.attempt, False, True, now, random=uniform)
     return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
+
+
+def bound_by_next_slot(run: store.RunningAttempt, lost: LostAttempt, next_slot: datetime | None) -> LostAttempt:
+    """A retry the policy would place after the job's next slot ends the run `lost` instead (with the
+    reason in the attempt's error), unless the policy allows retries past the next run."""
+    bounded = retry.before_next_slot(retry.RetryPolicy.from_dict(run.retry), lost.decision, next_slot)
+    if bounded is lost.decision:
+        return lost
+    return LostAttempt(replace(lost.record, error=f"{lost.record.error}; {bounded.reason}"), retry.Decision("lost"))
+
+
+def _bounded_by_next_slots(
+    conn: Any, judged: list[tuple[store.RunningAttempt, LostAttempt]],
+) -> list[tuple[store.RunningAttempt, LostAttempt]]:
+    """bound_by_next_slot for a page of lost attempts: one read of the jobs whose retries need it."""
+    needing = [run.job_id for run, lost in judged if lost.decision.next_attempt_at is not None
+               and retry.needs_next_slot(retry.RetryPolicy.from_dict(run.retry), lost.decision)]
+    if not needing:
+        return judged
+    rows = {row.id: row for row in store.index_rows(conn, needing)}
+    return [(run, bound_by_next_slot(run, lost, alerts.next_slot(rows.get(run.job_id), run.scheduled_for)))
+            for run, lost in judged]
 
 
 def end_attempt(

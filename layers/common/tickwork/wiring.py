@@ -125,7 +125,7 @@ def build_services(
 
         sns = boto3.client("sns")
     return Services(settings, connect_db(settings, db_pool_size), connect_redis(settings), invoker,
-                    sender or BoundedSender(), sns)
+                    sender or BoundedSender(), sns=sns)
 
 
 def services() -> Services:

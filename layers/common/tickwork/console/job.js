@@ -103,7 +103,7 @@ function settingsList(job) {
   const request = job.request;
   const headers = Object.entries(request.headers || {});
   return definitions([
-    ['Schedule', [h('span', {}, job.description), ' ', h('code', {}, job.schedule)]],
+    ['Schedule', [h('span', {}, job.schedule_description), ' ', h('code', {}, job.schedule)]],
     ['Time zone', job.timezone],
     job.start_at ? ['Starts', absTime(job.start_at)] : null,
     job.end_at ? ['Ends', absTime(job.end_at)] : null,

@@ -82,7 +82,7 @@ async function enrich(job, row, view) {
   }
   if (!view.alive) return;
   const cells = row.cells;
-  cells[1].querySelector('.words').textContent = detail.description;
+  cells[1].querySelector('.words').textContent = detail.schedule_description;
   const last = runs.items.find((r) => r.finished_at) || runs.items[0];
   replace(cells[5], last ? h('a', { href: `#/runs/${encodeURIComponent(last.id)}` }, badge(last.status)) : '—',
     last ? h('span', { class: 'rel' }, relTime(last.scheduled_for)) : '');

@@ -58,7 +58,8 @@ SELECT id::text, attempt_count + 1, next_attempt_at FROM executions
 
 # Attempts running since before `before`; the caller compares each with its own request timeout.
 _LONG_RUNNING = """
-SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at), j.request, j.retry
+SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at), j.request, j.retry,
+       e.job_id::text, e.scheduled_for
   FROM executions e JOIN jobs j ON j.id = e.job_id
  WHERE e.status = 'running' AND coalesce(e.attempt_started_at, e.started_at) < %(before)s
    AND e.id > %(after)s::uuid
@@ -104,6 +105,8 @@ class RunningAttempt:
     started_at: datetime
     request: dict[str, Any]
     retry: dict[str, Any]
+    job_id: str = ""
+    scheduled_for: datetime | None = None  # the run's slot: its job's next slot after it bounds a retry
 
 
 def _pages(conn: Any, sql: str, params: dict[str, Any], batch: int, max_pages: int | None) -> Iterator[list[Any]]:
