@@ -1,6 +1,7 @@
 """A tenant's own API keys through the real API handler: POST/GET /api-keys, DELETE /api-keys/{id}."""
 from __future__ import annotations
 
+import hmac
 import threading
 from datetime import datetime, timezone
 from typing import Any
@@ -173,3 +174,18 @@ def test_the_event_token_still_authenticates(api: Api) -> None:
     assert api.call("GET", "/api-keys", token=EVENT_TOKEN).status == 200
     assert api.call("GET", "/api-keys", token=None).status == 401
     assert api.call("GET", "/api-keys", token="tw_unknown").status == 401
+
+
+def test_a_found_key_is_still_compared_in_constant_time(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row is found by digest, and the digests are then compared with hmac.compare_digest: when that
+    comparison says no, the key is refused (here forced, to show the comparison decides)."""
+    compared: list[tuple[bytes, bytes]] = []
+
+    def refuse(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return False
+
+    assert api.call("GET", "/api-keys", token=EVENT_TOKEN).status == 200
+    monkeypatch.setattr(hmac, "compare_digest", refuse)
+    assert api.call("GET", "/api-keys", token=EVENT_TOKEN).status == 401
+    assert compared and all(len(a) == len(b) == 32 for a, b in compared)

@@ -2,9 +2,11 @@
 
 A key is looked up by the SHA-256 digest of the token (tenants._digest): the lookup's timing depends on
 the digest only, which tells a caller nothing about any stored key, and the clear token is never stored.
+The digest found is then compared with hmac.compare_digest (constant time).
 """
 from __future__ import annotations
 
+import hmac
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,11 +39,17 @@ class Caller:
 
 
 def authenticate(conn: Any, token: str) -> Caller | None:
+    digest = _digest(token)
     row = conn.execute(
-        "SELECT id::text, tenant_id::text, last_used_at FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL",
-        (_digest(token),),
+        "SELECT id::text, tenant_id::text, last_used_at, key_hash FROM api_keys"
+        " WHERE key_hash = %s AND revoked_at IS NULL",
+        (digest,),
     ).fetchone()
-    return None if row is None else Caller(*row)
+    # The index found the row by digest; the digests are compared once more in constant time, so no
+    # comparison of key material anywhere depends on where two values first differ.
+    if row is None or not hmac.compare_digest(bytes(row[3]), digest):
+        return None
+    return Caller(*row[:3])
 
 
 def note_use(conn: Any, caller: Caller, now: datetime) -> None:

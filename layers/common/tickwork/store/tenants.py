@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import uuid
 from typing import Any
@@ -42,10 +43,12 @@ def find_tenant(conn: Any, name: str) -> str | None:
 
 
 def tenant_for_key(conn: Any, token: str) -> str | None:
+    digest = _digest(token)
     row = conn.execute(
-        "SELECT tenant_id FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", (_digest(token),)
+        "SELECT tenant_id, key_hash FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", (digest,)
     ).fetchone()
-    return None if row is None else str(row[0])
+    # Found by digest, then compared in constant time (as store.keys.authenticate does).
+    return None if row is None or not hmac.compare_digest(bytes(row[1]), digest) else str(row[0])
 
 
 def ensure_bootstrap_key(conn: Any, token: str | None, tenant_name: str = "default") -> tuple[str, str]:
