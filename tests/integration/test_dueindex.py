@@ -56,8 +56,8 @@ def test_tick_lock_is_exclusive_and_only_its_holder_releases_it(services: Servic
 def test_every_tick_records_its_time_whether_or_not_it_gets_the_lock(services: Services) -> None:
     index = DueIndex(services.redis, services.settings.namespace)
     assert index.last_tick_ms() is None
-    assert index.start_tick("mine", 5_000, 1_000)
-    assert not index.start_tick("theirs", 5_000, 2_000)  # another poller holds this second's lock
+    assert index.acquire_tick("mine", 5_000, 1_000) == (True, 1)
+    assert index.acquire_tick("theirs", 5_000, 2_000) == (False, 1)  # another poller holds this second's lock
     assert index.last_tick_ms() == 2_000  # ...but a poller is ticking: what GET /health asks
     assert index.last_tick_key.startswith("{" + services.settings.namespace + "}:")
 

@@ -41,7 +41,7 @@ def _run(function: str, events: list[dict[str, Any]], services: Services, tmp_pa
     env = {key: value for key, value in os.environ.items() if not key.startswith(("POWERTOOLS_", "TICKWORK_"))}
     env.update(DATABASE_URL=settings.database_url, REDIS_URL=settings.redis_url, TICKWORK_NAMESPACE=settings.namespace,
                TICKWORK_ALLOW_PRIVATE_TARGETS="true", POWERTOOLS_SERVICE_NAME=SERVICE, LOG_LEVEL="INFO",
-               POWERTOOLS_METRICS_DISABLED="true")
+               POWERTOOLS_METRICS_DISABLED="true", TICKWORK_KEY_FILE=settings.key_file)
     done = subprocess.run([sys.executable, "-m", "tests.integration.run_handler", function, str(spec)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS)
     assert done.returncode == 0, done.stderr
