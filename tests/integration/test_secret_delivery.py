@@ -175,23 +175,31 @@ def test_every_attempt_of_a_run_carries_its_id_and_planned_instant(
         Webhook(secret).verify(request["body"], request["headers"])
 
 
+def _rotated(services: Services, tenant: str, now: datetime, created: timedelta, rotated: timedelta) -> tuple[str, str]:
+    """The tenant's first signing secret, made `created` ago, and the one a rotation `rotated` ago made."""
+    old = vault.signing_secret(_scope(services, tenant, now - created))
+    return old, vault.rotate_signing_secret(_scope(services, tenant, now - rotated))
+
+
+def _one_run_sent(services: Services, tenant: str, now: datetime, target: Target) -> dict[str, Any]:
+    """A new job's run at `now`, succeeded: the request the target received."""
+    job_id = _job(services, tenant, now, target)
+    assert _run(services, job_id, FakeClock(now)) == ["succeeded"]
+    return target.requests[-1]
+
+
 def test_after_a_rotation_both_secrets_verify_and_a_second_rotation_drops_the_oldest(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
-    old = vault.signing_secret(_scope(services, tenant, now - timedelta(days=2)))
-    new = vault.rotate_signing_secret(_scope(services, tenant, now - timedelta(hours=1)))
-    first = _job(services, tenant, now, target)
-    assert _run(services, first, FakeClock(now)) == ["succeeded"]
-    sent = target.requests[-1]
+    old, new = _rotated(services, tenant, now, timedelta(days=2), timedelta(hours=1))
+    sent = _one_run_sent(services, tenant, now, target)
     assert len(sent["headers"]["webhook-signature"].split(" ")) == 2
     Webhook(old).verify(sent["body"], sent["headers"])
     Webhook(new).verify(sent["body"], sent["headers"])
 
     newest = vault.rotate_signing_secret(_scope(services, tenant, now - timedelta(minutes=30)))
     # `new` signs for 24 h more; `old`, retired by the first rotation, stops: at most two signatures.
-    later = _job(services, tenant, now, target)
-    assert _run(services, later, FakeClock(now)) == ["succeeded"]
-    sent = target.requests[-1]
+    sent = _one_run_sent(services, tenant, now, target)
     Webhook(newest).verify(sent["body"], sent["headers"])
     Webhook(new).verify(sent["body"], sent["headers"])
     with pytest.raises(WebhookVerificationError):
@@ -202,11 +210,8 @@ def test_after_a_rotation_both_secrets_verify_and_a_second_rotation_drops_the_ol
 def test_a_secret_rotated_out_more_than_a_day_ago_no_longer_signs(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
-    old = vault.signing_secret(_scope(services, tenant, now - timedelta(days=3)))
-    new = vault.rotate_signing_secret(_scope(services, tenant, now - timedelta(hours=25)))
-    job_id = _job(services, tenant, now, target)
-    assert _run(services, job_id, FakeClock(now)) == ["succeeded"]
-    sent = target.requests[-1]
+    old, new = _rotated(services, tenant, now, timedelta(days=3), timedelta(hours=25))
+    sent = _one_run_sent(services, tenant, now, target)
     assert len(sent["headers"]["webhook-signature"].split(" ")) == 1
     Webhook(new).verify(sent["body"], sent["headers"])
     with pytest.raises(WebhookVerificationError):
