@@ -33,7 +33,7 @@ from tickwork.interfaces import Sender
 from tickwork.models import Dispatch, dispatches_from_event
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
-from tickwork.store.tenants import create_tenant
+from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.timeutil import from_ms
 from tickwork.wiring import Services, build_services
 
@@ -128,7 +128,7 @@ def request_for(url: str) -> dict[str, Any]:
 def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
     """`count` active jobs in one INSERT ... SELECT (as the API would write them, minus the API)."""
     with ws.connect() as conn:
-        tenant_id = create_tenant(conn, "bench")
+        tenant_id = find_tenant(conn, "bench") or create_tenant(conn, "bench")  # names are unique (0004)
         rows = conn.execute(
             "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, request, retry, status, next_run_at)"
             " SELECT gen_random_uuid(), %s, %s || '-' || i, %s, 'UTC', %s, %s, 'active', %s"

@@ -1,0 +1,24 @@
+"""The benchmarks' own set-up against the real stores: `make bench` is not in the suite, so what every
+benchmark shares is checked here (a full run once broke on tenant names being unique, migration 0004)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from bench.harness import ONCE_A_DAY, Servers, Workspace, create_jobs, insert_jobs
+
+pytestmark = pytest.mark.skipif(not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
+                                reason="the benchmarks run against DATABASE_URL / REDIS_URL only")
+
+
+def test_a_workspace_takes_jobs_in_several_batches_for_one_tenant() -> None:
+    servers = Servers(os.environ["DATABASE_URL"], os.environ["REDIS_URL"])
+    with Workspace(servers, "harness") as ws:
+        first = create_jobs(ws, 3, ONCE_A_DAY, 1_900_000_000_000, "http://127.0.0.1:9/", "warmup")
+        second = insert_jobs(ws, 2, ONCE_A_DAY, 1_900_000_000_000, "http://127.0.0.1:9/", "bench")
+        with ws.connect() as conn:
+            tenants = conn.execute("SELECT DISTINCT tenant_id FROM jobs").fetchall()
+            indexed = ws.redis.zcard("{" + ws.namespace + "}:due")
+    assert len(first) == 3 and len(second) == 2 and len(tenants) == 1
+    assert indexed == 3  # create_jobs indexes, insert_jobs only writes Postgres
