@@ -361,9 +361,9 @@ def test_executions_are_listed_newest_first_in_pages(api: Api, db: Any) -> None:
 
 def test_execution_shows_its_attempts_with_a_truncated_body(api: Api, db: Any) -> None:
     job = api.create()
-    execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], now())
-    assert isinstance(executions_store.start_attempt(db, execution_id, 1), StartedExecution)
     started = datetime(2025, 1, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
+    execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], started)  # one clock: the fixed one
+    assert isinstance(executions_store.start_attempt(db, execution_id, 1), StartedExecution)
     record = executions_store.AttemptRecord(1, started, 87, 503, "x" * 5000, "HTTP 503")
     assert executions_store.finish_attempt(db, execution_id, record, "retrying", started + timedelta(seconds=30)) == (
         True, None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.api_client import Api, job_body
+from tests.integration.api_client import Api, job_body, use_clock
 from tickwork.store.tenants import create_api_key, create_tenant
 
 
@@ -18,10 +18,6 @@ def other(api: Api, db: Any) -> Api:
     """A second tenant, calling the same API with its own key."""
     tenant_id = create_tenant(db, "tenant-b")
     return Api(api.handler, create_api_key(db, tenant_id), tenant_id, api.index)
-
-
-def now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def insert_execution(
@@ -282,9 +278,13 @@ def percentiles(values: list[float]) -> list[float]:
     return [cuts[49], cuts[94], cuts[98]]
 
 
+STATS_NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
 def test_stats_count_runs_by_status_and_give_fire_lag_percentiles(api: Api, other: Api, db: Any) -> None:
+    use_clock(lambda: STATS_NOW.timestamp())  # the window is the API's: one pinned clock for it and the rows
     job = api.create()["id"]
-    recent = now() - timedelta(minutes=10)  # well inside the default hour, however slow the machine
+    recent = STATS_NOW - timedelta(minutes=10)
     lags = [float(v) for v in (3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377)]
     for i, lag in enumerate(lags):
         insert_execution(db, api.tenant_id, job, recent - timedelta(seconds=i), "succeeded", lag_ms=lag)
@@ -292,7 +292,7 @@ def test_stats_count_runs_by_status_and_give_fire_lag_percentiles(api: Api, othe
     lags.append(55.0)
     insert_execution(db, api.tenant_id, job, recent - timedelta(seconds=61), "missed")
     insert_execution(db, api.tenant_id, job, recent - timedelta(seconds=62), "succeeded", "manual", lag_ms=90_000)
-    insert_execution(db, api.tenant_id, job, now() - timedelta(hours=2), "failed", lag_ms=1)  # outside the window
+    insert_execution(db, api.tenant_id, job, STATS_NOW - timedelta(hours=2), "failed", lag_ms=1)  # outside the window
     insert_execution(db, other.tenant_id, other.create()["id"], recent, "failed", lag_ms=1)  # another tenant's
 
     reply = api.call("GET", "/stats")
@@ -310,8 +310,9 @@ def test_stats_count_runs_by_status_and_give_fire_lag_percentiles(api: Api, othe
 
 
 def test_a_short_window_leaves_older_runs_out_and_an_empty_one_has_no_percentiles(api: Api, db: Any) -> None:
+    use_clock(lambda: STATS_NOW.timestamp())
     job = api.create()["id"]
-    insert_execution(db, api.tenant_id, job, now() - timedelta(minutes=30), "failed", lag_ms=7)
+    insert_execution(db, api.tenant_id, job, STATS_NOW - timedelta(minutes=30), "failed", lag_ms=7)
 
     body = api.call("GET", "/stats", query={"window": "60"}).body
 

@@ -128,8 +128,7 @@ def _draft() -> JobDraft:
 def _scope(api: Api, services: Services) -> jobs.Scope:
     with services.db.connection() as conn:  # the first data key, as the API's authentication makes it
         services.keyring.ensure(PgKeyStore(conn))
-    return jobs.Scope(services.db, api.index, services.settings, api.tenant_id, datetime.now(timezone.utc),
-                      services.keyring)
+    return jobs.Scope(services.db, api.index, services.settings, api.tenant_id, T0, services.keyring)
 
 
 def test_a_request_still_in_flight_is_a_409_and_then_replays(api: Api, services: Services, db: Any) -> None:
@@ -175,7 +174,7 @@ def test_two_concurrent_posts_with_one_key_create_one_job(api: Api, services: Se
             start.wait(timeout=10)
             try:
                 answer = idempotency.run_once(
-                    services.db, api.tenant_id, key, request_print, datetime.now(timezone.utc),
+                    services.db, api.tenant_id, key, request_print, T0,
                     lambda: idempotency.Answer(201, views.job_detail(
                         jobs.create_job(_scope(api, services), _draft())).model_dump()))
                 outcomes.append("replayed" if answer.replayed else "created")

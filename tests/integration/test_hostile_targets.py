@@ -255,11 +255,14 @@ def test_the_executor_counts_an_attempts_time_from_the_start_the_sweeper_counts_
 ) -> None:
     with services.db.connection() as conn:
         tenant = create_tenant(conn, "t")
-    _job(services, hostile.url + "/ok", tenant)
-    (dispatch,) = _claim(services, T0)
+    # One clock: the slot, the start Postgres records (its now() or the slot) and the sweeper's cut-off all
+    # come from the wall clock.
+    slot = datetime.now(timezone.utc).replace(microsecond=0)
+    _job(services, hostile.url + "/ok", tenant, at=slot)
+    (dispatch,) = _claim(services, slot)
     with services.db.connection() as conn:
         started = executions_store.start_unguarded(conn, dispatch.execution_id, 1)
-        (page,) = maintenance_store.long_running(conn, datetime.now(timezone.utc) + timedelta(days=1), 10, 1)
+        (page,) = maintenance_store.long_running(conn, slot + timedelta(days=1), 10, 1)
     assert started is not None and started.attempt_started_at is not None
     assert [(r.execution_id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
 
