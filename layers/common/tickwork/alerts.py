@@ -131,19 +131,27 @@ def queue(index: DueIndex, noted: Noted, now_ms: int, pipeline: Any) -> None:
 def before_next_slots(db: Any, decided: list[Any]) -> list[Any]:
     """Decisions (run, sent_at, outcome, decision) with every retry that would land after its job's next
     slot turned into a failure, unless the job's policy allows it. Reads Postgres only for those retries."""
-    needing = [i for i, (run, _, _, d) in enumerate(decided)
-               if d.next_attempt_at is not None and retry.needs_next_slot(retry.RetryPolicy.from_dict(run.retry), d)]
+    needing = [i for i, (run, _, _, d) in enumerate(decided) if needs_next_slot(run.retry, d)]
     if not needing:
         return decided
     with db.connection() as conn:
-        rows = {row.id: row for row in maintenance_store.index_rows(conn, [decided[i][0].job_id for i in needing])}
+        slots = next_slots(conn, [(decided[i][0].job_id, decided[i][0].scheduled_for) for i in needing])
     bounded = list(decided)
-    for i in needing:
+    for i, slot in zip(needing, slots):
         run, sent_at, outcome, decision = decided[i]
-        policy = retry.RetryPolicy.from_dict(run.retry)
-        bounded[i] = (run, sent_at, outcome, retry.before_next_slot(policy, decision, next_slot(rows.get(run.job_id),
-                                                                                                  run.scheduled_for)))
+        bounded[i] = (run, sent_at, outcome,
+                      retry.before_next_slot(retry.RetryPolicy.from_dict(run.retry), decision, slot))
     return bounded
+
+
+def needs_next_slot(policy: dict[str, Any], decision: retry.Decision) -> bool:
+    return retry.needs_next_slot(retry.RetryPolicy.from_dict(policy), decision)
+
+
+def next_slots(conn: Any, runs: list[tuple[str, datetime | None]]) -> list[datetime | None]:
+    """For each (job id, slot): the job's first slot after it, None for a job no longer active. One read."""
+    rows = {row.id: row for row in maintenance_store.index_rows(conn, [job_id for job_id, _ in runs])}
+    return [next_slot(rows.get(job_id), slot) for job_id, slot in runs]
 
 
 def next_slot(row: maintenance_store.IndexRow | None, after: datetime | None) -> datetime | None:

@@ -189,13 +189,15 @@ def _bounded_by_next_slots(
     conn: Any, judged: list[tuple[store.RunningAttempt, LostAttempt]],
 ) -> list[tuple[store.RunningAttempt, LostAttempt]]:
     """bound_by_next_slot for a page of lost attempts: one read of the jobs whose retries need it."""
-    needing = [run.job_id for run, lost in judged if lost.decision.next_attempt_at is not None
-               and retry.needs_next_slot(retry.RetryPolicy.from_dict(run.retry), lost.decision)]
+    needing = [i for i, (run, lost) in enumerate(judged) if alerts.needs_next_slot(run.retry, lost.decision)]
     if not needing:
         return judged
-    rows = {row.id: row for row in store.index_rows(conn, needing)}
-    return [(run, bound_by_next_slot(run, lost, alerts.next_slot(rows.get(run.job_id), run.scheduled_for)))
-            for run, lost in judged]
+    bounded = list(judged)
+    slots = alerts.next_slots(conn, [(judged[i][0].job_id, judged[i][0].scheduled_for) for i in needing])
+    for i, slot in zip(needing, slots):
+        run, lost = judged[i]
+        bounded[i] = (run, bound_by_next_slot(run, lost, slot))
+    return bounded
 
 
 def end_attempt(
