@@ -15,7 +15,7 @@ import pytest
 from tests.integration.test_local_runtime import call
 from tickwork_local.runtime import LocalRuntime
 
-__all__ = ["call", "chromium_path", "create_job"]
+__all__ = ["call", "chromium_path", "create_job", "job_runs"]
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 SKIP_VARIABLE = "TICKWORK_SKIP_BROWSER_TESTS"
@@ -43,3 +43,11 @@ def create_job(runtime: LocalRuntime, **fields: Any) -> dict[str, Any]:
     status, job = call(runtime, "POST", "/jobs", fields)
     assert status == 201, job
     return job
+
+
+def job_runs(runtime: LocalRuntime, job_id: str) -> list[dict[str, Any]]:
+    """The job's runs, newest first, from the API. A caller polling this passes
+    `interval=API_POLL_INTERVAL` to wait_for: the key's rate limit is shared with the browser."""
+    status, page = call(runtime, "GET", f"/jobs/{job_id}/executions")
+    assert status == 200, page
+    return page["items"]

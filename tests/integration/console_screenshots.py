@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Target
-from tests.integration.console_browser import DEFAULT_CHROMIUM, call, create_job
-from tests.integration.helpers import wait_for
+from tests.integration.console_browser import DEFAULT_CHROMIUM, call, create_job, job_runs
+from tests.integration.helpers import API_POLL_INTERVAL, wait_for
 from tickwork.settings import Settings
 from tickwork_local.runtime import LocalRuntime
 from tickwork_local.services import resolve
@@ -39,9 +39,10 @@ def seed(runtime: LocalRuntime, ok: Target, flaky: Target) -> dict[str, str]:
                            retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
 
     def runs(job: dict[str, Any]) -> list[dict[str, Any]]:
-        return [r for r in call(runtime, "GET", f"/jobs/{job['id']}/executions")[1]["items"] if r["finished_at"]]
+        return [r for r in job_runs(runtime, job["id"]) if r["finished_at"]]
 
-    assert wait_for(lambda: len(runs(heartbeat)) >= 12 and len(runs(flaky_job)) >= 6, SEED_TIMEOUT_SECONDS)
+    assert wait_for(lambda: len(runs(heartbeat)) >= 12 and len(runs(flaky_job)) >= 6, SEED_TIMEOUT_SECONDS,
+                    interval=API_POLL_INTERVAL)
     failed = next(r for r in runs(flaky_job) if r["status"] == "failed")
     return {"heartbeat": heartbeat["id"], "flaky": flaky_job["id"], "failed_run": failed["id"]}
 

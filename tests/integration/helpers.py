@@ -15,6 +15,9 @@ from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.wiring import Services
 
+# Between polls of the API in wait_for: 5 requests a second, far under the per-key rate limit (20/s).
+API_POLL_INTERVAL = 0.2
+
 
 def insert_job(
     svc: Services, *, schedule: str, next_run_at: datetime, url: str = "http://127.0.0.1:9/hook",
@@ -83,11 +86,13 @@ def executor_at(svc: Services, clock: FakeClock) -> Executor:
     return Executor(svc, http_client(), clock=clock.time, sleep=clock.sleep)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    """Poll until `condition()` holds (True) or `timeout` seconds pass (False): for work in other threads."""
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
+    """Poll until `condition()` holds (True) or `timeout` seconds pass (False): for work in other threads.
+
+    A condition that calls the API must poll slower than its rate limit (see API_POLL_INTERVAL)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.01)
+        time.sleep(interval)
     return True

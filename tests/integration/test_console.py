@@ -12,8 +12,8 @@ from typing import Any, Iterator
 import pytest
 
 from tests.conftest import Target
-from tests.integration.console_browser import call, chromium_path, create_job
-from tests.integration.helpers import wait_for
+from tests.integration.console_browser import call, chromium_path, create_job, job_runs
+from tests.integration.helpers import API_POLL_INTERVAL, wait_for
 from tests.integration import test_local_runtime
 from tickwork_local.runtime import LocalRuntime
 
@@ -165,8 +165,8 @@ def test_open_a_failed_run_and_read_its_error(console: Console, target: Target) 
     target.response_body = b"upstream is down for maintenance"
     job = console.job(name="flaky", schedule="* * * * * *", request={"url": target.url + "/flaky"},
                       retry={"max_attempts": 1})
-    runs = lambda: console.api("GET", f"/jobs/{job['id']}/executions")[1]["items"]
-    assert wait_for(lambda: any(r["status"] == "failed" for r in runs()), timeout=WAIT_MS / 1000)
+    failed = lambda: any(r["status"] == "failed" for r in job_runs(console.runtime, job["id"]))
+    assert wait_for(failed, timeout=WAIT_MS / 1000, interval=API_POLL_INTERVAL)
     page = console.page
     console.sign_in()
     row = page.locator("tbody tr").filter(has_text="flaky")
@@ -305,8 +305,8 @@ def test_phone_width_has_no_horizontal_scroll(browser: Any, runtime: LocalRuntim
     try:
         long_name = "a-rather-long-job-name-that-must-wrap-" * 3
         job = phone.job(name=long_name, schedule="* * * * * *", request={"url": target.url + "/" + "p" * 120})
-        finished = lambda: any(r["finished_at"] for r in phone.api("GET", f"/jobs/{job['id']}/executions")[1]["items"])
-        assert wait_for(finished, timeout=WAIT_MS / 1000)
+        finished = lambda: any(r["finished_at"] for r in job_runs(runtime, job["id"]))
+        assert wait_for(finished, timeout=WAIT_MS / 1000, interval=API_POLL_INTERVAL)
         page = phone.page
         phone.sign_in()
         expect(page.locator("tbody tr td[data-label='Last run'] .badge")).to_be_visible()
