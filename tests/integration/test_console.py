@@ -188,6 +188,48 @@ def test_open_a_failed_run_and_read_its_error(console: Console, target: Target) 
     expect(attempt.locator(".error-text")).to_have_text(run["attempts"][0]["error"])
 
 
+def test_the_runs_table_holds_still_under_the_pointer_and_catches_up_when_it_leaves(console: Console,
+                                                                                  target: Target) -> None:
+    job = console.job(name="ticking", schedule="* * * * * *", request={"url": target.url + "/tick"})
+    assert wait_for(lambda: len(job_runs(console.runtime, job["id"])) >= 1, timeout=WAIT_MS / 1000,
+                    interval=API_POLL_INTERVAL)
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="ticking").click()
+    table = page.get_by_role("table", name="Runs")
+    first_link = table.locator("tbody tr").first.locator("th a")
+    expect(first_link).to_be_visible()
+    first_link.evaluate("link => { link.dataset.seen = 'before'; }")
+    table.hover()
+
+    # A refresh under the pointer brings newer runs but leaves every row where it was, the same node.
+    held = page.locator("#main p.held")
+    expect(held).to_contain_text("shown when the pointer leaves the table")
+    expect(table.locator("tbody tr").first.locator("a[data-seen='before']")).to_be_attached()
+
+    page.mouse.move(0, 0)
+    expect(held).to_be_hidden()
+    expect(table.locator("tbody tr").first.locator("a[data-seen='before']")).to_have_count(0)
+    expect(table.locator("tbody a[data-seen='before']")).to_be_attached()  # kept, lower down
+
+
+def test_a_list_of_more_jobs_than_the_rate_limits_burst_loads_whole(console: Console, target: Target) -> None:
+    # Each job costs the jobs page two requests on its first load: past the key's burst of 40, some are
+    # refused with 429 and the console waits out their Retry-After instead of failing the page.
+    names = [f"job-{i:02}" for i in range(25)]
+    for name in names:
+        console.job(name=name, schedule=HOURLY, request={"url": target.url + "/" + name})
+    page = console.page
+    console.sign_in()
+    rows = page.locator("#main tbody tr")
+    expect(rows).to_have_count(len(names))
+    for name in names:
+        row = rows.filter(has=page.get_by_role("link", name=name, exact=True))
+        expect(row.locator("td[data-label='Schedule'] .words")).to_have_text(re.compile("hour", re.IGNORECASE))
+        expect(row.locator("td[data-label='Success (last 50)']")).to_have_text("—")
+    expect(page.get_by_role("alert")).to_be_hidden()
+
+
 def test_a_run_in_progress_says_so_and_updates_by_itself(console: Console, target: Target) -> None:
     gate = threading.Event()
     target.gates["/slow"] = gate

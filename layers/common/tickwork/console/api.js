@@ -20,15 +20,24 @@ export class ApiError extends Error {
 
 export class UnreachableError extends Error {}
 
+// A 429 (the key's rate limit) is waited out and the request sent again: the API refused it before doing
+// anything, so any method may be repeated. At most RATE_LIMIT_RETRIES times, each wait capped.
+const RATE_LIMIT_RETRIES = 5;
+const MAX_RETRY_WAIT_S = 10;
+
 export async function api(method, path, body, key = session.key) {
   const headers = { Authorization: `Bearer ${key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let response;
-  try {
-    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-      cache: 'no-store', credentials: 'omit', redirect: 'error' });
-  } catch {
-    throw new UnreachableError('The Tickwork API cannot be reached.');
+  for (let attempt = 0; ; attempt++) {
+    try {
+      response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+        cache: 'no-store', credentials: 'omit', redirect: 'error' });
+    } catch {
+      throw new UnreachableError('The Tickwork API cannot be reached.');
+    }
+    if (response.status !== 429 || attempt === RATE_LIMIT_RETRIES) break;
+    await sleep(retryAfterSeconds(response) * 1000);
   }
   if (response.status === 204) return null;
   let data = null;
@@ -37,6 +46,13 @@ export async function api(method, path, body, key = session.key) {
   if (data === null) throw new ApiError(response.status, 'bad_response', 'The API answered something that is not JSON.');
   return data;
 }
+
+function retryAfterSeconds(response) {
+  const seconds = Number.parseInt(response.headers.get('Retry-After') || '1', 10);
+  return Math.min(Math.max(Number.isFinite(seconds) ? seconds : 1, 1), MAX_RETRY_WAIT_S);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function errorOf(response, data) {
   const detail = data && data.error;

@@ -135,6 +135,11 @@ async function nextRuns(job) {
     h('ol', { class: 'times' }, preview.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, relTime(t.utc))))));
 }
 
+function setText(element, value) {
+  const text = String(value);
+  if (element.textContent !== text) element.textContent = text;
+}
+
 function deleteDialog(onDelete) {
   const dialog = h('dialog', { 'aria-labelledby': 'delete-title' });
   const name = h('strong');
@@ -166,32 +171,74 @@ function runsTable(id, view) {
       const lastAttempt = detail.attempts.at(-1);
       codes.set(run.id, lastAttempt && lastAttempt.status_code !== null ? String(lastAttempt.status_code) : 'none');
     }
-    cell.textContent = codes.get(run.id);
+    setText(cell, codes.get(run.id));
   }
-  async function refresh() {
+  // Rows are kept by run id and updated in place, so a refresh never swaps the node under a click or takes
+  // the keyboard focus from a link. While the pointer is over the table, rows are neither added, removed nor
+  // moved (the row under it stays put until it leaves); their cells still update.
+  const rows = new Map();
+  const empty = h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs yet.'));
+  const waiting = h('p', { class: 'muted held', 'aria-live': 'polite', hidden: true });
+  let latest = { shown: [], nextCursor: null };
+  let pointerInside = false;
+  element.prepend(waiting);
+  element.addEventListener('pointerenter', () => { pointerInside = true; });
+  element.addEventListener('pointerleave', () => { pointerInside = false; place(); });
+  function runRow(run) {
+    let row = rows.get(run.id);
+    if (!row) {
+      const cell = (label) => h('td', { 'data-label': label });
+      row = { status: cell('Status'), attempts: cell('Attempts'), lag: cell('Lag'), duration: cell('Duration'),
+        code: h('td', { 'data-label': 'Status code' }, '—'), shownStatus: null };
+      row.element = h('tr', {},
+        h('th', { scope: 'row', 'data-label': 'Scheduled' }, h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, absTime(run.scheduled_for)),
+          run.trigger === 'manual' ? h('span', { class: 'rel' }, 'manual') : null),
+        row.status, row.attempts, row.lag, row.duration, row.code);
+      rows.set(run.id, row);
+    }
+    if (row.shownStatus !== run.status) { replace(row.status, badge(run.status)); row.shownStatus = run.status; }
+    setText(row.attempts, run.attempt_count);
+    setText(row.lag, duration(lagMs(run)));
+    setText(row.duration, duration(durationMs(run)));
+    return row;
+  }
+  function place(force = false) {
+    const { shown, nextCursor } = latest;
+    const kept = new Set(shown.map((row) => row.element));
+    const changed = shown.some((row, i) => body.children[i] !== row.element) || body.children.length !== shown.length;
+    if (changed && pointerInside && !force && body.querySelector('a')) {
+      const newer = shown.filter((row) => !row.element.isConnected).length;
+      waiting.textContent = newer ? `${newer} newer ${newer === 1 ? 'run' : 'runs'}: shown when the pointer leaves the table.`
+        : 'Runs changed: shown when the pointer leaves the table.';
+      waiting.hidden = false;
+      return;
+    }
+    waiting.hidden = true;
+    for (const [runId, row] of rows) if (!kept.has(row.element)) rows.delete(runId);
+    for (const child of [...body.children]) if (!kept.has(child)) child.remove();
+    // Only what is out of place moves: a row already where it belongs is never detached.
+    shown.forEach((row, i) => { if (body.children[i] !== row.element) body.insertBefore(row.element, body.children[i] || null); });
+    if (!shown.length) body.append(empty);
+    const buttons = [page > 0 ? 'newer' : null, nextCursor ? 'older' : null].filter(Boolean).join();
+    if (pager.dataset.buttons !== buttons) {
+      pager.dataset.buttons = buttons;
+      replace(pager,
+        page > 0 ? h('button', { type: 'button', onclick: () => go(page - 1) }, 'Newer runs') : '',
+        nextCursor ? h('button', { type: 'button', onclick: () => go(page + 1) }, 'Older runs') : '');
+    }
+  }
+  // `force`: the user asked for another page, so it is shown even under the pointer.
+  async function refresh(force = false) {
     const result = await api('GET', `/jobs/${encodeURIComponent(id)}/executions${query({ limit: PAGE, cursor: cursors[page] })}`);
     if (!view.alive) return;
     cursors[page + 1] = result.next_cursor;
-    const rows = result.items.map((run) => {
-      const code = h('td', { 'data-label': 'Status code' }, '—');
-      return [h('tr', {},
-        h('th', { scope: 'row', 'data-label': 'Scheduled' }, h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, absTime(run.scheduled_for)),
-          run.trigger === 'manual' ? h('span', { class: 'rel' }, 'manual') : null),
-        h('td', { 'data-label': 'Status' }, badge(run.status)),
-        h('td', { 'data-label': 'Attempts' }, run.attempt_count),
-        h('td', { 'data-label': 'Lag' }, duration(lagMs(run))),
-        h('td', { 'data-label': 'Duration' }, duration(durationMs(run))), code), run, code];
-    });
-    replace(body, ...rows.map(([row]) => row));
-    if (!rows.length) body.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No runs yet.')));
-    replace(pager, 
-      page > 0 ? h('button', { type: 'button', onclick: () => go(page - 1) }, 'Newer runs') : '',
-      result.next_cursor ? h('button', { type: 'button', onclick: () => go(page + 1) }, 'Older runs') : '');
-    await Promise.all(rows.map(([, run, cell]) => statusCode(run, cell)));
+    latest = { shown: result.items.map(runRow), nextCursor: result.next_cursor };
+    place(force);
+    await Promise.all(result.items.map((run, i) => statusCode(run, latest.shown[i].code)));
   }
   async function go(to) {
     page = to;
-    try { await refresh(); } catch (error) { view.fail(error); }
+    try { await refresh(true); } catch (error) { view.fail(error); }
   }
   return { element, refresh: () => (page === 0 ? refresh() : Promise.resolve()) };
 }

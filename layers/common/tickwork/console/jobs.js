@@ -67,12 +67,24 @@ function jobRow(job) {
   return row;
 }
 
+// The schedule in words by job id, read once per version of the job: the list does not carry it, and a
+// refresh should cost one request per job, not two (the key's rate limit is shared by every tab).
+const descriptions = new Map();
+
+async function describe(job) {
+  const known = descriptions.get(job.id);
+  if (known && known.version === job.version) return known.text;
+  const detail = await api('GET', `/jobs/${encodeURIComponent(job.id)}`);
+  descriptions.set(job.id, { version: detail.version, text: detail.schedule_description });
+  return detail.schedule_description;
+}
+
 async function enrich(job, row, view) {
   if (!view.alive || !row || row.dataset.id !== job.id) return;
-  let detail, runs;
+  let description, runs;
   try {
-    [detail, runs] = await Promise.all([
-      api('GET', `/jobs/${encodeURIComponent(job.id)}`),
+    [description, runs] = await Promise.all([
+      describe(job),
       api('GET', `/jobs/${encodeURIComponent(job.id)}/executions${query({ limit: RECENT })}`),
     ]);
   } catch (error) {
@@ -82,7 +94,7 @@ async function enrich(job, row, view) {
   }
   if (!view.alive) return;
   const cells = row.cells;
-  cells[1].querySelector('.words').textContent = detail.schedule_description;
+  cells[1].querySelector('.words').textContent = description;
   const last = runs.items.find((r) => r.finished_at) || runs.items[0];
   replace(cells[5], last ? h('a', { href: `#/runs/${encodeURIComponent(last.id)}` }, badge(last.status)) : '—',
     last ? h('span', { class: 'rel' }, relTime(last.scheduled_for)) : '');
