@@ -1,14 +1,21 @@
-"""The connection pool: a connection that died while idle (a frozen Lambda) is replaced, not handed out."""
+"""The stores' clients: a connection that died while idle (a frozen Lambda) is replaced, not handed out, and a
+store that stops answering fails the call within its timeout instead of holding it forever."""
 from __future__ import annotations
 
+import socket
+import threading
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator
 from unittest import mock
 
 import psycopg
+import pytest
+import redis
 
 from tests.integration.helpers import wait_for
 from tickwork import wiring
+from tickwork.errors import ConfigurationError
 from tickwork.settings import Settings
 
 
@@ -75,3 +82,74 @@ def test_a_connection_reused_at_once_is_not_pinged_and_one_left_idle_is(settings
         assert after_idle == [first]
     finally:
         pool.close()
+
+
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A port that accepts TCP connections and never says a word: a store gone quiet behind a failover."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+def test_a_redis_that_stops_answering_fails_the_command_after_the_timeout(settings: Settings) -> None:
+    with silent_server() as port:
+        quiet = replace(settings, redis_url=f"redis://127.0.0.1:{port}/0", redis_timeout_seconds=1)
+        client = wiring.connect_redis(quiet)
+        failed: list[BaseException] = []
+
+        def ping() -> None:
+            try:
+                client.ping()
+            except BaseException as exc:  # noqa: BLE001 - the test inspects it
+                failed.append(exc)
+
+        caller = threading.Thread(target=ping, daemon=True)
+        caller.start()
+        # It fails after the 1 s timeout (redis-py retries once on a timeout, if at all): 10 s is a wide margin.
+        caller.join(10)
+        assert not caller.is_alive(), "the ping still waits on a Redis that never answers"
+        assert failed and isinstance(failed[0], redis.RedisError), failed
+
+
+def test_a_postgres_that_stops_answering_fails_the_connect_after_the_timeout(settings: Settings) -> None:
+    with silent_server() as port:
+        quiet = replace(settings, database_url=f"postgresql://postgres@127.0.0.1:{port}/postgres",
+                        db_connect_timeout_seconds=2)
+        pool = wiring.connect_db(quiet, max_size=1)
+        try:
+            # Without a connect timeout the pool's first connect waits on the silent server for good.
+            assert wait_for(lambda: pool.get_stats().get("connections_errors", 0) >= 1, timeout=10)
+        finally:
+            pool.close(timeout=1)
+
+
+def test_store_timeouts_are_settings_and_must_be_positive() -> None:
+    env = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
+    defaults = Settings.from_env(env)
+    assert (defaults.redis_timeout_seconds, defaults.db_connect_timeout_seconds) == (5, 5)
+    tuned = Settings.from_env({**env, "TICKWORK_REDIS_TIMEOUT_SECONDS": "2", "TICKWORK_DB_CONNECT_TIMEOUT_SECONDS": "3"})
+    assert (tuned.redis_timeout_seconds, tuned.db_connect_timeout_seconds) == (2, 3)
+    with pytest.raises(ConfigurationError, match="TICKWORK_REDIS_TIMEOUT_SECONDS"):
+        Settings.from_env({**env, "TICKWORK_REDIS_TIMEOUT_SECONDS": "0"})

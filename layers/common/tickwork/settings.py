@@ -52,6 +52,11 @@ AWS_POSTGRES_CA_BUNDLE = str(Path(__file__).with_name("certs") / "aws-postgres-c
 # Connections one execution environment may open (its pool's maximum): see docs/deploy.md, "Connection
 # budget". The template sets it per function (TICKWORK_DB_POOL_SIZE).
 DEFAULT_DB_POOL_SIZE = 4
+# A store that stops answering (a failover, a dropped NAT mapping) fails the call after this long instead of
+# holding the tick or the run until the Lambda times out: Redis per command, PostgreSQL per connect.
+# Generous beside the slowest normal call (a claim of 10,000 runs takes ~0.1 s, a rebuild page less).
+DEFAULT_REDIS_TIMEOUT_SECONDS = 5
+DEFAULT_DB_CONNECT_TIMEOUT_SECONDS = 5
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -102,6 +107,8 @@ class Settings:
     # Only set with a verifying sslmode: with a root file present, libpq's "require" verifies the CA too.
     database_sslrootcert: str = ""
     db_pool_size: int = DEFAULT_DB_POOL_SIZE
+    redis_timeout_seconds: int = DEFAULT_REDIS_TIMEOUT_SECONDS
+    db_connect_timeout_seconds: int = DEFAULT_DB_CONNECT_TIMEOUT_SECONDS
     # psycopg prepares a statement run 5 times on a connection; RDS Proxy pins such a session to one
     # database connection, so the template turns this off behind the proxy.
     db_prepared_statements: bool = True
@@ -118,8 +125,11 @@ class Settings:
         if not env.get("REDIS_URL"):
             raise ConfigurationError("missing environment variable(s): REDIS_URL")
         sslmode = env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE
-        if _int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE) < 1:
-            raise ConfigurationError("TICKWORK_DB_POOL_SIZE must be at least 1")
+        for name, default in (("TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
+                              ("TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
+                              ("TICKWORK_DB_CONNECT_TIMEOUT_SECONDS", DEFAULT_DB_CONNECT_TIMEOUT_SECONDS)):
+            if _int(env, name, default) < 1:
+                raise ConfigurationError(f"{name} must be at least 1")
         return cls(
             database_url=env.get("DATABASE_URL", ""),
             redis_url=env["REDIS_URL"],
@@ -151,6 +161,9 @@ class Settings:
             database_sslmode=sslmode,
             database_sslrootcert=_sslrootcert(env, sslmode),
             db_pool_size=_int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
+            redis_timeout_seconds=_int(env, "TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
+            db_connect_timeout_seconds=_int(env, "TICKWORK_DB_CONNECT_TIMEOUT_SECONDS",
+                                            DEFAULT_DB_CONNECT_TIMEOUT_SECONDS),
             db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
             kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
             key_file=env.get("TICKWORK_KEY_FILE", ""),

@@ -97,19 +97,32 @@ def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float]
         check=idle.check,
         reset=idle.reset,
         # prepare_threshold None: never prepare (behind RDS Proxy); 5 is psycopg's default.
-        kwargs={"autocommit": True, "prepare_threshold": 5 if settings.db_prepared_statements else None},
+        kwargs={"autocommit": True, "prepare_threshold": 5 if settings.db_prepared_statements else None,
+                **db_liveness_options(settings)},
         open=True,
     )
 
 
+def db_liveness_options(settings: Settings) -> dict[str, Any]:
+    """libpq options that end a connect to a silent server after the setting's seconds, and a connection
+    whose server vanished (TCP keepalives while a query runs, unacknowledged writes after 30 s) instead of
+    waiting on it for the kernel's ~15 minutes. No statement timeout: a long prune or rebuild is legitimate."""
+    return {"connect_timeout": settings.db_connect_timeout_seconds, "keepalives": 1, "keepalives_idle": 30,
+            "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": 30_000}
+
+
 def connect_redis(settings: Settings) -> Any:
+    """A client whose every connect and command gives up after the setting's seconds (redis-py waits
+    forever by default), raising redis.TimeoutError, a RedisError like any other failure of the cache."""
     import redis
 
+    options = {"decode_responses": True, "socket_timeout": settings.redis_timeout_seconds,
+               "socket_connect_timeout": settings.redis_timeout_seconds}
     if settings.redis_url.startswith(("rediss+cluster://", "redis+cluster://")):
         from redis.cluster import RedisCluster
 
-        return RedisCluster.from_url(settings.redis_url.replace("+cluster", ""), decode_responses=True)
-    return redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        return RedisCluster.from_url(settings.redis_url.replace("+cluster", ""), **options)
+    return redis.Redis.from_url(settings.redis_url, **options)
 
 
 def build_services(
