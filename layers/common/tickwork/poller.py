@@ -194,6 +194,7 @@ class Poller:
         horizon = now_ms + settings.lookahead_ms
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
         writes: deque[Future[tuple[int, int, int]]] = deque()
+        writing: deque[frozenset[str]] = deque()  # the jobs of each write in `writes`, in the same order
         try:
             while result.batches < MAX_BATCHES_PER_TICK:
                 intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
@@ -209,9 +210,15 @@ class Poller:
                     return False
                 result.batches += 1
                 more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
-                while len(writes) >= RECORDS_IN_FLIGHT:
+                jobs = frozenset(slot.job_id for slot in slots)
+                # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
+                # record them in the order Redis claimed them, or the later one, written first, takes the
+                # earlier for a lost claim: so a batch holding a job still being written waits for it.
+                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & w for w in writing)):
+                    writing.popleft()
                     self._collect(writes.popleft(), result)
                 writes.append(_record_pool().submit(self._record_and_dispatch, slots, dispatches))
+                writing.append(jobs)
                 if not more:
                     return False  # everything left was claimed by someone else: nothing more for this tick
             return False
