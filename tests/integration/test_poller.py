@@ -195,6 +195,71 @@ def test_a_claim_lost_before_postgres_is_recorded_missed_by_the_next_claim(servi
         (T0, "missed"), (T0 + timedelta(seconds=1), "queued")]
 
 
+def test_two_slots_of_one_job_claimed_in_one_tick_are_recorded_in_order(
+    services: Services, invoker, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Break: the lookahead reaches two slots of an every-second job, claimed in two batches of one tick,
+    and the first batch's write is the slower of the two in flight.
+    Must hold: both slots are recorded queued and dispatched; neither is taken for a lost claim."""
+    job_id = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    due_index(services).mark_built(to_ms(T0))
+    real_record = executions_store.record_claims
+    second_written = threading.Event()
+
+    def first_write_slow(conn, slots):  # type: ignore[no-untyped-def]
+        if [slot.claimed for slot in slots] == [T0]:
+            # Without ordering the second write runs meanwhile; with it, it is not even submitted yet.
+            second_written.wait(0.5)
+            return real_record(conn, slots)
+        recorded = real_record(conn, slots)
+        second_written.set()
+        return recorded
+
+    monkeypatch.setattr(executions_store, "record_claims", first_write_slow)
+    one_per_batch = build_services(replace(services.settings, batch_size=1), invoker=invoker)
+    try:
+        result = Poller(one_per_batch).tick(to_ms(T0) - 500)  # the 1.5 s lookahead reaches T0 and T0+1s
+    finally:
+        one_per_batch.close()
+    assert result.missed == 0
+    rows = executions(services, job_id)
+    assert [(r[1], r[2]) for r in rows] == [(T0, "queued"), (T0 + timedelta(seconds=1), "queued")]
+    assert sorted(d.fire_at_ms for d in invoker.dispatches) == [to_ms(T0), to_ms(T0) + 1000]
+
+
+def test_a_claim_recorded_after_a_later_one_still_runs_its_slot_once(services: Services) -> None:
+    """Break: two ticks overlap (the first outlived its tick lock on a loaded machine): tick A claimed T0 in
+    Redis, tick B then claimed T0+1s and recorded it first, accounting T0 as lost.
+    Must hold: A's late record turns that row into T0's queued run and A alone dispatches it; a second late
+    record of T0 dispatches nothing; the job's next run is not moved back."""
+    second = timedelta(seconds=1)
+    job_id = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    a = executions_store.Slot(job_id, T0, T0 + second, 1, T0)
+    b = executions_store.Slot(job_id, T0 + second, T0 + 2 * second, 1, T0 + second)
+    with services.db.connection() as conn:
+        later = executions_store.record_claims(conn, [b])
+        assert [(r[1], r[2]) for r in executions(services, job_id)] == [(T0, "missed"), (T0 + second, "queued")]
+        late = executions_store.record_claims(conn, [a])
+        again = executions_store.record_claims(conn, [a])
+        next_run_at = conn.execute("SELECT next_run_at FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
+    rows = executions(services, job_id)
+    assert [(r[1], r[2]) for r in rows] == [(T0, "queued"), (T0 + second, "queued")]
+    assert [r[0] for r in later.runs] == [rows[1][0]] and [r[0] for r in late.runs] == [rows[0][0]]
+    assert again.runs == [] and next_run_at == T0 + 2 * second
+
+
+def test_a_late_claim_does_not_revive_a_slot_the_catch_up_policy_skipped(services: Services) -> None:
+    """A late claim whose slot was recorded missed by catch-up (not as a lost claim) stays refused."""
+    second = timedelta(seconds=1)
+    job_id = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    skipped = executions_store.Slot(job_id, T0, T0 + 2 * second, 1, T0 + second, missed_count=1, missed_note="behind")
+    with services.db.connection() as conn:
+        executions_store.record_claims(conn, [skipped])
+        late = executions_store.record_claims(conn, [executions_store.Slot(job_id, T0, T0 + second, 1, T0)])
+    assert late.runs == []
+    assert [(r[1], r[2]) for r in executions(services, job_id)] == [(T0, "missed"), (T0 + second, "queued")]
+
+
 def test_a_tick_reports_its_counts_as_cloudwatch_metrics(services: Services, invoker, monkeypatch, capsys) -> None:
     insert_job(services, schedule="* * * * *", next_run_at=T0)
     insert_job(services, schedule="* * * * *", next_run_at=T0 - timedelta(hours=1))

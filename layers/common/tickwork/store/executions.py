@@ -86,8 +86,26 @@ class Recorded:
     missed: int  # slots recorded missed
 
 
+# A claim recorded after a later claim of the same job (two ticks overlapped: the first outlived its tick
+# lock under load) finds its slot already accounted as lost by that later claim. Its run goes ahead after
+# all: the lost row becomes the queued run it is, at most once (the row's status is the guard), and only
+# for a claim that fires its own slot, of the job's current version. A slot skipped by the catch-up
+# policy, or run already, is never a LOST_CLAIM_NOTE row, so a stale claim cannot revive it.
+_RECORD_LATE_CLAIMS = """
+UPDATE executions x
+   SET status = 'queued', last_error = NULL, finished_at = NULL, missed_count = NULL
+  FROM unnest(%(job_ids)s::uuid[], %(slots)s::timestamptz[], %(versions)s::int[]) AS c(job_id, slot, version),
+       jobs j
+ WHERE x.job_id = c.job_id AND x.scheduled_for = c.slot AND x.trigger = 'schedule'
+   AND x.status = 'missed' AND x.last_error = %(lost_note)s
+   AND j.id = c.job_id AND j.status = 'active' AND j.version = c.version
+RETURNING x.id::text, x.job_id::text, x.scheduled_for
+"""
+
+
 def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
-    """Record won claims in one statement."""
+    """Record won claims in one statement (a second only when some were refused: see
+    _RECORD_LATE_CLAIMS)."""
     if not slots:
         return Recorded([], 0)
     rows = [(job_row, s.job_id) for s in slots for job_row in s.rows()]
@@ -106,6 +124,15 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
     }
     inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
     runs = [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
+    recorded = {(job_id, slot) for _, job_id, slot in runs}
+    refused = [s for s in slots if s.fire is not None and s.fire == s.claimed and not s.missed_count
+               and (s.job_id, s.fire) not in recorded]
+    if refused:
+        # A statement of its own, so its snapshot sees a later claim that committed while the first waited.
+        runs += [(r[0], r[1], r[2]) for r in conn.execute(_RECORD_LATE_CLAIMS, {
+            "job_ids": [s.job_id for s in refused], "slots": [s.claimed for s in refused],
+            "versions": [s.version for s in refused], "lost_note": LOST_CLAIM_NOTE,
+        }).fetchall()]
     return Recorded(runs, sum(r[4] for r in inserted if r[3] == "missed"))
 
 
