@@ -364,7 +364,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def lag_summary(lags_ms: Sequence[float]) -> dict[str, float | None]:
     return {"p50": percentile(lags_ms, 50), "p99": percentile(lags_ms, 99),
-            "max": max(lags_ms) if lags_ms else None, "n": len(lags_ms)}
+            "max": max(lags_ms) if lags_ms else None, "min": min(lags_ms) if lags_ms else None, "n": len(lags_ms)}
 
 
 def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

@@ -74,7 +74,9 @@ def _result(
     return {
         "instant": instant, "jobs": jobs, "drained": drained, "statuses": statuses,
         "deliveries": deliveries.as_dict(),
-        "sent_within_1s": sum(1 for lag in send_lags if lag <= SENT_WITHIN_MS),
+        # Within 1 s after the instant: a request sent before it is early, a defect, not a success.
+        "sent_within_1s": sum(1 for lag in send_lags if 0 <= lag <= SENT_WITHIN_MS),
+        "sent_early": sum(1 for lag in send_lags if lag < 0),
         "claimed_ahead_seconds": [round(instant - (t.second + TICK_OFFSET_MS / 1000), 1) for t in claiming],
         "claiming_ticks": [tick_summary(t.result) for t in claiming],
         "tick_errors": [repr(e) for e in ticker.errors][:3],
@@ -95,12 +97,20 @@ def rows(r: dict[str, Any], processes: int) -> list[tuple[str, ...]]:
          verdict(nd["send_lag_ms"]["p99"], 500, ms) + " (p99)"),
         ("sent within 1 s of the instant", f"{new['sent_within_1s']:,} of {jobs:,}", f"{old['sent_within_1s']:,} of {jobs:,}",
          "", f"all: {'met' if new['sent_within_1s'] == jobs else 'MISSED'}"),
+        ("sent before the instant (earliest)", _early(new), _early(old), "",
+         f"none: {'met' if not new['sent_early'] else 'MISSED'}"),
         ("arrival lag p50 / p99 / max (instant → target)", lags(nd["arrival_lag_ms"]), lags(od["arrival_lag_ms"]),
          ratio(nd["arrival_lag_ms"]["p99"], od["arrival_lag_ms"]["p99"]) + " (p99)"),
         ("delivered / dropped / duplicate", _counts(nd), _counts(od), "",
          "0 dropped, 0 duplicate: " + ("met" if nd["dropped"] == nd["duplicates"] == 0 else "MISSED")),
         ("claimed: seconds before the instant, by tick", _ahead(new), _ahead(old)),
     ]
+
+
+def _early(r: dict[str, Any]) -> str:
+    from bench.report import ms
+
+    return f"{r['sent_early']:,} ({ms(r['deliveries']['send_lag_ms']['min'])})"
 
 
 def _counts(d: dict[str, Any]) -> str:

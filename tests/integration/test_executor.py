@@ -12,7 +12,7 @@ from tests.conftest import Target
 from tests.integration.helpers import (
     FakeClock, attempts, due_index, executions, executor_at, insert_job, wait_for,
 )
-from tickwork.executor import Executor, http_client
+from tickwork.executor import MAX_EARLY_WAIT_SECONDS, Executor, http_client
 from tickwork.models import Dispatch, executor_event
 from tickwork.poller import Poller
 from tickwork.timeutil import to_ms
@@ -82,11 +82,30 @@ def test_executor_waits_for_the_exact_instant(services: Services, target: Target
     assert attempts(services, dispatch.execution_id)[0][1] == T0  # sent at its instant, not when started
 
 
-def test_executor_does_not_wait_for_an_instant_too_far_ahead(services: Services, target: Target) -> None:
+def test_a_heavy_instant_claimed_seconds_ahead_is_still_sent_at_its_instant(services: Services, target: Target) -> None:
+    """Break: the adaptive lookahead hands a heavy instant over up to 10 s early (the bench's 10,000 runs at
+    one instant: 6.5 s). The executor used to wait only up to 5 s, so those runs were sent seconds early.
+    Must hold: a lone run and a group alike wait for their instant and are sent at it."""
+    _, alone = _queued_run(services, target)
+    clock = FakeClock(T0 - timedelta(seconds=8))
+    assert executor_at(services, clock).run([alone]) == ["succeeded"]
+    assert clock.slept == [pytest.approx(8, abs=1e-6)]
+    assert attempts(services, alone.execution_id)[0][1] == T0
+
+    group = [_queued_run(services, target)[1] for _ in range(3)]
+    clock = FakeClock(T0 - timedelta(seconds=9.5))
+    assert executor_at(services, clock).run(group) == ["succeeded"] * 3
+    assert [attempts(services, d.execution_id)[0][1] for d in group] == [T0] * 3
+
+
+def test_a_run_dispatched_further_ahead_than_any_lookahead_waits_at_most_the_cap(
+    services: Services, target: Target, caplog: pytest.LogCaptureFixture,
+) -> None:
     _, dispatch = _queued_run(services, target)
-    clock = FakeClock(T0 - timedelta(seconds=30))  # a clock problem, not a wait
+    clock = FakeClock(T0 - timedelta(seconds=30))  # a clock problem: waits the cap, says so, then sends
     assert executor_at(services, clock).run([dispatch]) == ["succeeded"]
-    assert clock.slept == []
+    assert clock.slept == [pytest.approx(MAX_EARLY_WAIT_SECONDS, abs=1e-6)]
+    assert "clock problem" in caplog.text
 
 
 def test_a_retryable_failure_queues_the_next_attempt_in_the_due_index(services: Services, target: Target) -> None:

@@ -1,7 +1,12 @@
 """The adaptive lookahead: heavy instants are claimed further ahead than light ones; `now` pinned."""
 from __future__ import annotations
 
+import pytest
+
+from tickwork.errors import ConfigurationError
+from tickwork.executor import MAX_EARLY_WAIT_SECONDS
 from tickwork.lookahead import horizon_ms, seconds_ahead
+from tickwork.settings import MAX_LOOKAHEAD_LIMIT_MS, Settings
 
 NOW = 1_800_000_000_500  # half past a second, where the loop ticks
 BASE, MAX, RATE = 1500, 10_000, 2000
@@ -43,3 +48,11 @@ def test_the_lead_never_passes_the_maximum_lookahead() -> None:
 def test_a_shard_sees_its_share_of_the_load() -> None:
     assert _horizon([0, 0, 3_400]) == NOW + BASE  # 1.5 + 1.7 s lead: +4.5 s not reached
     assert _horizon([0, 0, 3_400], spread=3) == 1_800_000_005_999  # 10,200 over three shards
+
+
+def test_the_maximum_lookahead_is_bounded_by_how_long_an_executor_waits() -> None:
+    env = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
+    assert Settings.from_env({**env, "TICKWORK_MAX_LOOKAHEAD_MS": "15000"}).max_lookahead_ms == 15_000
+    with pytest.raises(ConfigurationError, match="TICKWORK_MAX_LOOKAHEAD_MS must be at most 15000"):
+        Settings.from_env({**env, "TICKWORK_MAX_LOOKAHEAD_MS": "15001"})
+    assert MAX_LOOKAHEAD_LIMIT_MS / 1000 < MAX_EARLY_WAIT_SECONDS

@@ -35,8 +35,10 @@ from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
-# The poller claims runs up to its lookahead early; anything further out is a clock problem, not a wait.
-MAX_EARLY_WAIT_SECONDS = 5.0
+# The poller hands a heavy instant's runs over up to TICKWORK_MAX_LOOKAHEAD_MS (10 s) early, and a run is
+# never sent before its instant: the executor waits that long. Further out is a clock problem: it waits at
+# most this long (with the 120 s request cap, well inside the 180 s function timeout), says so, and sends.
+MAX_EARLY_WAIT_SECONDS = 20.0
 
 Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 
@@ -147,8 +149,12 @@ class Executor:
 
     def wait_until(self, fire_at_ms: int) -> None:
         early = fire_at_ms / 1000 - self.clock()
-        if 0 < early <= MAX_EARLY_WAIT_SECONDS:
-            self.sleep(early)
+        if early > MAX_EARLY_WAIT_SECONDS:
+            logger.warning("run dispatched further ahead of its instant than any lookahead: clock problem",
+                           extra={"fire_at": rfc3339(datetime.fromtimestamp(fire_at_ms / 1000, tz=timezone.utc)),
+                                  "early_seconds": round(early, 3)})
+        if early > 0:
+            self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
 
     def record(self, results: Sequence[Result]) -> dict[str, str]:
         """Store attempts and their runs' new status (one statement for all that cannot release a waiting

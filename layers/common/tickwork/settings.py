@@ -15,6 +15,8 @@ DEFAULT_LOOKAHEAD_MS = 1500
 # How far ahead a heavy instant may be claimed (tickwork.lookahead): room to ready 10,000 runs sharing
 # one second at the rate below. Set it to the lookahead to claim every instant alike.
 DEFAULT_MAX_LOOKAHEAD_MS = 10_000
+# The executor waits at most 20 s for a run's instant (tickwork.executor.MAX_EARLY_WAIT_SECONDS).
+MAX_LOOKAHEAD_LIMIT_MS = 15_000
 # Runs the executors ready (start row, connection, request) per second, as the lookahead assumes.
 DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 # A batch large enough to make a 10,000-job burst a handful of round trips, small enough for one Lua call.
@@ -125,6 +127,9 @@ class Settings:
         if not env.get("REDIS_URL"):
             raise ConfigurationError("missing environment variable(s): REDIS_URL")
         sslmode = env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE
+        if _int(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS) > MAX_LOOKAHEAD_LIMIT_MS:
+            raise ConfigurationError(f"TICKWORK_MAX_LOOKAHEAD_MS must be at most {MAX_LOOKAHEAD_LIMIT_MS} "
+                                     "(an executor waits at most 20 s for a run's instant)")
         for name, default in (("TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
                               ("TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
                               ("TICKWORK_DB_CONNECT_TIMEOUT_SECONDS", DEFAULT_DB_CONNECT_TIMEOUT_SECONDS)):
