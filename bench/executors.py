@@ -32,7 +32,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from tickwork.invoker import group_dispatches
+from tickwork.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
 from tickwork.settings import Settings
 
@@ -289,7 +289,7 @@ class ProcessExecutors:
         return sum(1 for runs in self.pool.done_by_pid.values() if runs)
 
     def invoke(self, dispatches: Sequence[Dispatch]) -> None:
-        for group in group_dispatches(dispatches):
+        for group in group_dispatches(dispatches, wall_clock_ms()):
             self.pool.submit(executor_event(group), len(group))
 
     def spreading(self) -> contextlib.AbstractContextManager[None]:

@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from tickwork.invoker import group_dispatches
+from tickwork.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
 
 from tickwork_local.functions import LambdaFunction
@@ -26,7 +26,7 @@ class ThreadPoolInvoker:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="executor")
 
     def invoke(self, dispatches: Sequence[Dispatch]) -> None:
-        for group in group_dispatches(dispatches):
+        for group in group_dispatches(dispatches, wall_clock_ms()):
             self._pool.submit(self._run, executor_event(group))
 
     def _run(self, event: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tickwork.invoker import LambdaInvoker, group_dispatches
+from tickwork.invoker import EARLY_LEAD_MS, MAX_EARLY_GROUP_SIZE, LambdaInvoker, group_dispatches
 from tickwork.models import Dispatch, dispatches_from_event
 from tickwork.settings import DEFAULT_BATCH_SIZE
 from tickwork_local.executors import ThreadPoolInvoker
@@ -23,8 +23,8 @@ def _function_zip() -> bytes:
     return buffer.getvalue()
 
 
-@mock_aws(config={"lambda": {"use_docker": False}})
-def test_lambda_invoker_sends_one_async_event_per_dispatch() -> None:
+def _executor_function() -> tuple[Any, list[dict[str, Any]]]:
+    """A Lambda client on moto with the executor function, and the Invoke calls it makes."""
     iam = boto3.client("iam", region_name="us-east-1")
     role = iam.create_role(RoleName="executor", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     client = boto3.client("lambda", region_name="us-east-1")
@@ -32,6 +32,12 @@ def test_lambda_invoker_sends_one_async_event_per_dispatch() -> None:
                            Handler="app.handler", Code={"ZipFile": _function_zip()}, Architectures=["arm64"])
     calls: list[dict[str, Any]] = []
     client.meta.events.register("before-call.lambda.Invoke", lambda params, **_: calls.append(params))
+    return client, calls
+
+
+@mock_aws(config={"lambda": {"use_docker": False}})
+def test_lambda_invoker_sends_one_async_event_per_dispatch() -> None:
+    client, calls = _executor_function()
 
     dispatches = [Dispatch("e1", 1, 1_000), Dispatch("e2", 3, 2_000)]
     LambdaInvoker(client, "tickwork-executor").invoke(dispatches)
@@ -76,3 +82,33 @@ def test_ten_thousand_due_jobs_need_a_few_hundred_executors() -> None:
     size = DEFAULT_BATCH_SIZE  # the poller hands over one batch at a time
     batches = [_dispatches(size) for _ in range(10_000 // size)]
     assert sum(len(group_dispatches(b)) for b in batches) == 200
+
+
+NOW_MS = 1_796_000_000_000  # any instant: grouping depends only on the runs' lead over it
+
+
+def _due(n: int, lead_ms: int) -> list[Dispatch]:
+    return [Dispatch(f"e{i}", 1, NOW_MS + lead_ms) for i in range(n)]
+
+
+def test_a_heavy_instant_handed_over_early_waits_in_few_large_invocations() -> None:
+    size = DEFAULT_BATCH_SIZE
+    batches = [_due(size, lead_ms=6_500) for _ in range(10_000 // size)]
+    groups = [g for b in batches for g in group_dispatches(b, NOW_MS)]
+    assert len(groups) == 40 and all(len(g) == MAX_EARLY_GROUP_SIZE for g in groups)
+    assert [d for g in groups for d in g] == [d for b in batches for d in b]
+
+
+def test_runs_within_the_base_lookahead_keep_the_burst_grouping() -> None:
+    assert [len(g) for g in group_dispatches(_due(500, lead_ms=1_500), NOW_MS)] == [50] * 10
+    # One run of the hand-off is due sooner: the early grouping is for hand-offs wholly that far ahead.
+    mixed = _due(499, lead_ms=6_500) + _due(1, lead_ms=EARLY_LEAD_MS - 1)
+    assert [len(g) for g in group_dispatches(mixed, NOW_MS)] == [50] * 10
+    assert [len(g) for g in group_dispatches(_due(20, lead_ms=6_500), NOW_MS)] == [1] * 20
+
+
+@mock_aws(config={"lambda": {"use_docker": False}})
+def test_the_lambda_invoker_groups_by_lead_on_its_clock() -> None:
+    client, calls = _executor_function()
+    LambdaInvoker(client, "tickwork-executor", clock_ms=lambda: NOW_MS).invoke(_due(1000, lead_ms=6_500))
+    assert sorted(len(dispatches_from_event(json.loads(c["body"]))) for c in calls) == [MAX_EARLY_GROUP_SIZE] * 4
