@@ -103,11 +103,11 @@ def test_kms_data_keys_are_stored_wrapped_and_unwrapped_once_per_environment() -
     kms = boto3.client("kms", region_name="us-east-1")
     key_id = kms.create_key(Description="tickwork secrets")["KeyMetadata"]["KeyId"]
     calls: list[str] = []
-    wrapper = KmsWrapper(kms, key_id)
+    wrapper = KmsWrapper(lambda: kms, key_id)
     original = wrapper.unwrap
     wrapper.unwrap = lambda wrapped: calls.append("decrypt") or original(wrapped)  # type: ignore[method-assign]
     store = MemoryKeyStore()
-    sealed = Keyring(KmsWrapper(kms, key_id)).seal(store, "from kms", "c")
+    sealed = Keyring(KmsWrapper(lambda: kms, key_id)).seal(store, "from kms", "c")
     assert store.keys[0][1] == "kms" and len(store.keys[0][0]) > 32  # a KMS ciphertext blob, not a key
 
     other = Keyring(wrapper)

@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from tickwork.errors import TickworkError
 
 NONCE_BYTES = 12
@@ -51,13 +48,23 @@ class KeyWrapper(Protocol):
 
 
 class KmsWrapper:
-    """Data keys from KMS: GenerateDataKey under the stack's key, Decrypt to unwrap."""
+    """Data keys from KMS: GenerateDataKey under the stack's key, Decrypt to unwrap. The client is made by
+    `connect` at first use: an environment that never seals or opens a value (the poller's) never builds it."""
 
     name = "kms"
 
-    def __init__(self, client: Any, key_id: str) -> None:
-        self.client = client
+    def __init__(self, connect: Callable[[], Any], key_id: str) -> None:
         self.key_id = key_id
+        self._connect = connect
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        with self._lock:  # boto3 does not make clients thread-safely, and the executor's threads may ask at once
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
     def generate(self) -> tuple[bytes, bytes]:
         answer = self.client.generate_data_key(KeyId=self.key_id, KeySpec="AES_256")
@@ -78,15 +85,12 @@ class LocalWrapper:
         self._lock = threading.Lock()
 
     def generate(self) -> tuple[bytes, bytes]:
-        plaintext = AESGCM.generate_key(bit_length=256)
-        nonce = os.urandom(NONCE_BYTES)
-        return plaintext, nonce + AESGCM(self._key()).encrypt(nonce, plaintext, _LOCAL_WRAP_AAD)
+        plaintext = os.urandom(DATA_KEY_BYTES)
+        return plaintext, _encrypt(self._key(), plaintext, _LOCAL_WRAP_AAD)
 
     def unwrap(self, wrapped: bytes) -> bytes:
-        try:
-            return AESGCM(self._key()).decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _LOCAL_WRAP_AAD)
-        except InvalidTag:
-            raise SealError(f"the data key does not open with the master key in {self.path}") from None
+        refusal = f"the data key does not open with the master key in {self.path}"
+        return _decrypt(self._key(), wrapped, _LOCAL_WRAP_AAD, refusal)
 
     def _key(self) -> bytes:
         with self._lock:
@@ -104,7 +108,7 @@ def _read_or_create_key_file(path: Path) -> bytes:
         if len(raw) != DATA_KEY_BYTES:
             raise SealError(f"{path} does not hold a {DATA_KEY_BYTES}-byte key") from None
         return raw
-    key = AESGCM.generate_key(bit_length=256)
+    key = os.urandom(DATA_KEY_BYTES)
     with os.fdopen(fd, "wb") as out:
         out.write(key)
     return key
@@ -136,17 +140,13 @@ class Keyring:
 
     def seal(self, store: KeyStore, plaintext: str, context: str) -> str:
         version = self.current_version(store)
-        nonce = os.urandom(NONCE_BYTES)
-        sealed = AESGCM(self._key(store, version)).encrypt(nonce, plaintext.encode(), _aad(context, version))
-        return f"v{version}:{base64.b64encode(nonce + sealed).decode()}"
+        sealed = _encrypt(self._key(store, version), plaintext.encode(), _aad(context, version))
+        return f"v{version}:{base64.b64encode(sealed).decode()}"
 
     def open(self, store: KeyStore, sealed: str, context: str) -> str:
         version, blob = _parse(sealed)
-        try:
-            key = self._key(store, version)
-            return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], _aad(context, version)).decode()
-        except InvalidTag:
-            raise SealError("a sealed value does not open here") from None
+        opened = _decrypt(self._key(store, version), blob, _aad(context, version), "a sealed value does not open here")
+        return opened.decode()
 
     def version_of(self, sealed: str) -> int:
         return _parse(sealed)[0]
@@ -191,6 +191,26 @@ class Keyring:
         with self._lock:
             self._keys[version] = key
         return key
+
+
+# cryptography is loaded by the first seal or open, not by every function's import: the poller never needs it.
+def _encrypt(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    """A fresh nonce, then the AES-GCM ciphertext and tag."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+
+
+def _decrypt(key: bytes, sealed: bytes, aad: bytes, refusal: str) -> bytes:
+    """What `_encrypt` sealed; SealError(refusal) when it does not open (wrong key, data or tampering)."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    try:
+        return AESGCM(key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
+    except InvalidTag:
+        raise SealError(refusal) from None
 
 
 def _aad(context: str, version: int) -> bytes:

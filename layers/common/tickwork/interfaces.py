@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
-from tickwork import delivery
 from tickwork.models import Dispatch, StartedExecution
 
-Result = tuple[StartedExecution, datetime, delivery.Outcome]  # the run, when it was sent, what happened
+if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads the HTTP stack
+    from tickwork import delivery
+
+Result = tuple[StartedExecution, datetime, "delivery.Outcome"]  # the run, when it was sent, what happened
 
 
 class Invoker(Protocol):

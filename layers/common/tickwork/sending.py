@@ -10,11 +10,13 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tickwork import delivery
 from tickwork.interfaces import Group, Results, RunSteps
 from tickwork.models import Dispatch, StartedExecution
+
+if TYPE_CHECKING:  # annotations only: the poller's and the API's Services hold a BoundedSender but never send
+    from tickwork import delivery
 
 # Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50

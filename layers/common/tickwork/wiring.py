@@ -70,7 +70,7 @@ def build_keyring(settings: Settings) -> Keyring | None:
     if settings.kms_key_id:
         import boto3
 
-        return Keyring(KmsWrapper(boto3.client("kms"), settings.kms_key_id))
+        return Keyring(KmsWrapper(lambda: boto3.client("kms"), settings.kms_key_id))
     if settings.key_file:
         return Keyring(LocalWrapper(Path(settings.key_file)))
     return None

@@ -1,0 +1,35 @@
+"""A handler's cold start loads only what its common invocation needs (issue #9): each import runs in a
+fresh interpreter, so what this test process has already imported cannot hide a module."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+_LOADED = """
+import json, sys
+sys.path.insert(0, {folder!r})
+import app
+print(json.dumps(sorted(sys.modules)))
+"""
+AEAD = "cryptography.hazmat.primitives.ciphers.aead"
+
+
+def loaded_by_import(function: str) -> set[str]:
+    code = _LOADED.format(folder=str(ROOT / "functions" / function))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"POWERTOOLS_SERVICE_NAME": "tickwork"})
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("function, absent", [
+    ("poller", (AEAD, "urllib3", "http.client", "tickwork.delivery", "tickwork.vault")),  # it never sends or opens
+    ("api", (AEAD, "urllib3", "tickwork.delivery")),  # a route seals only what it is given; it never sends
+])
+def test_importing_a_handler_leaves_out_what_its_invocations_do_not_use(function: str, absent: tuple[str, ...]) -> None:
+    loaded = loaded_by_import(function)
+    assert "app" in loaded and not loaded & set(absent)
