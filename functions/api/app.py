@@ -6,8 +6,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from tickwork.admin import handle_admin, is_admin_event
 from tickwork.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
@@ -17,8 +15,6 @@ from tickwork.wiring import services
 # environment; the local runtime's threaded server does not, so requests take turns here too.
 _one_request_at_a_time = threading.Lock()
 # The parent of every tickwork module's child logger: their records come out as JSON lines.
-logger = Logger()
-
 logger = function_logger()
 
 

@@ -33,3 +33,21 @@ def loaded_by_import(function: str) -> set[str]:
 def test_importing_a_handler_leaves_out_what_its_invocations_do_not_use(function: str, absent: tuple[str, ...]) -> None:
     loaded = loaded_by_import(function)
     assert "app" in loaded and not loaded & set(absent)
+
+
+_HANDLERS = """
+import json, logging, sys
+sys.path.insert(0, {folder!r})
+import app
+print(json.dumps([type(h).__name__ for h in logging.getLogger("tickwork").handlers]))
+"""
+
+
+@pytest.mark.parametrize("function", ["api", "poller", "executor"])
+def test_a_handler_logs_to_stdout_as_it_is_at_each_line(function: str) -> None:
+    """The API once created a plain Logger before function_logger(): its lines went to the stdout of import
+    time, which a test's capture (or the local runtime's console) has closed or replaced since."""
+    code = _HANDLERS.format(folder=str(ROOT / "functions" / function))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"POWERTOOLS_SERVICE_NAME": "tickwork"})
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["_CurrentStdout"]
