@@ -5,10 +5,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: dev test test-embedded test-shifted lint bench lock clean openapi screenshots
 
-$(STAMP): pyproject.toml
+## The dev venv runs what the layer ships: the lock's pins (hashes and comments stripped) constrain it.
+$(STAMP): pyproject.toml layers/common/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	sed -e 's/ \\$$//' -e '/--hash=/d' -e '/^ *#/d' -e '/^ *$$/d' layers/common/requirements.txt > $(VENV)/layer-pins.txt
+	$(PY) -m pip install --quiet -e '.[dev]' -c $(VENV)/layer-pins.txt
 	touch $(STAMP)
 
 ## aws-sam-cli for the `sam build` tests (tests/packaging), in a venv of its own: it pins its own boto3, cfn-lint

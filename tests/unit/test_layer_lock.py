@@ -97,3 +97,20 @@ def test_the_check_catches_each_kind_of_drift() -> None:
         "s3transfer: no hash"]
     assert disagreements(requirements, parse_lock(good.replace("#   s3transfer", "#   jmespath"))) == [
         "botocore: required by ['jmespath'], not in the lock"]
+
+
+def test_the_suite_runs_the_versions_the_layer_ships() -> None:
+    """`make` installs the dev venv constrained by the lock, so every package the layer ships is tested at
+    its locked version (psycopg once ran 3.3 here while the layer shipped 3.2: psycopg-binary 3.3 has no
+    manylinux2014 aarch64 wheel, so the lock keeps 3.2)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    drift = []
+    for name, pin in parse_lock(LOCK.read_text()).items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = "not installed"
+        if installed != pin.version:
+            drift.append(f"{name}: locked {pin.version}, installed {installed}")
+    assert not drift, "the venv is not the one `make` builds (rm -rf .venv; make test):\n" + "\n".join(drift)
