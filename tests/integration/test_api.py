@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from tests.conftest import load_event
-from tests.integration.api_client import TARGET_SECRET, Api, job_body
+from tests.integration.api_client import TARGET_SECRET, Api, job_body, use_clock
 from tickwork import vault
 from tickwork.dueindex import DueIndex, execution_member, job_member
 from tickwork.models import StartedExecution
@@ -346,8 +346,9 @@ def test_run_queues_a_manual_execution_for_the_poller(api: Api) -> None:
 
 
 def test_executions_are_listed_newest_first_in_pages(api: Api, db: Any) -> None:
-    job = api.create()
     base = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    use_clock(lambda: base.timestamp())  # one clock: the job is created at the fixed time its runs follow
+    job = api.create()
     ids = [executions_store.insert_manual(db, api.tenant_id, job["id"], base + timedelta(minutes=i)) for i in range(5)]
 
     first = api.call("GET", f"/jobs/{job['id']}/executions", query={"limit": "3"}).body
@@ -360,9 +361,10 @@ def test_executions_are_listed_newest_first_in_pages(api: Api, db: Any) -> None:
 
 
 def test_execution_shows_its_attempts_with_a_truncated_body(api: Api, db: Any) -> None:
-    job = api.create()
     started = datetime(2025, 1, 1, 12, 0, 0, 250000, tzinfo=timezone.utc)
-    execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], started)  # one clock: the fixed one
+    use_clock(lambda: started.timestamp())  # one clock: the API's, the run's and its attempt's are the fixed one
+    job = api.create()
+    execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], started)
     assert isinstance(executions_store.start_attempt(db, execution_id, 1), StartedExecution)
     record = executions_store.AttemptRecord(1, started, 87, 503, "x" * 5000, "HTTP 503")
     assert executions_store.finish_attempt(db, execution_id, record, "retrying", started + timedelta(seconds=30)) == (

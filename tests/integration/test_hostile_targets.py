@@ -26,8 +26,6 @@ from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
-# The run slot of the tests whose verdict does not depend on time: the executor's clock is pinned to it.
-T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 BINARY = bytes(range(256)) * 2
 DRIP_BYTES = 40  # one every DRIP_SECONDS: the whole answer would take 10 s
 DRIP_SECONDS = 0.25
@@ -116,6 +114,14 @@ class HostileTarget:
 
 
 @pytest.fixture
+def slot() -> datetime:
+    """The run slot of a test whose verdict does not depend on time, taken from the wall clock: the poller
+    ticks at it, the executor's clock is pinned to it, and Postgres (its now(), never earlier than the
+    slot) starts the run on the same clock."""
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+@pytest.fixture
 def hostile() -> Iterator[HostileTarget]:
     server = HostileTarget()
     yield server
@@ -127,7 +133,7 @@ def _claim(services: Services, at: datetime) -> list[Dispatch]:
     return list(services.invoker.dispatches)  # type: ignore[union-attr]
 
 
-def _job(services: Services, url: str, tenant_id: str, at: datetime = T0, **job: Any) -> str:
+def _job(services: Services, url: str, tenant_id: str, at: datetime, **job: Any) -> str:
     return insert_job(services, schedule="0 0 1 1 *", next_run_at=at, url=url, tenant_id=tenant_id,
                       retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 30}, **job)
 
@@ -142,24 +148,24 @@ def _runs(services: Services) -> dict[str, tuple[str, int | None, str | None, st
     return {url.split("/", 3)[3].split("?")[0]: tuple(row) for url, *row in rows}
 
 
-def _pinned_executor(services: Services) -> Executor:
-    return Executor(services, http_client(), clock=lambda: T0.timestamp(), sleep=lambda _: None)
+def _pinned_executor(services: Services, at: datetime) -> Executor:
+    return Executor(services, http_client(), clock=lambda: at.timestamp(), sleep=lambda _: None)
 
 
 # ---------------------------------------------------------------- bodies Postgres text cannot hold
 
 
 def test_nul_invalid_utf8_and_binary_answers_end_with_their_true_status_beside_another_tenants_runs(
-    services: Services, hostile: HostileTarget,
+    services: Services, hostile: HostileTarget, slot: datetime,
 ) -> None:
     with services.db.connection() as conn:
         first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
     for path in ("nul", "latin1", "binary"):
-        _job(services, f"{hostile.url}/{path}", first)
+        _job(services, f"{hostile.url}/{path}", first, slot)
     for path in ("ok", "busy"):
-        _job(services, f"{hostile.url}/{path}", second)
-    group = _claim(services, T0)
-    outcomes = _pinned_executor(services).run(group)
+        _job(services, f"{hostile.url}/{path}", second, slot)
+    group = _claim(services, slot)
+    outcomes = _pinned_executor(services, slot).run(group)
     assert sorted(outcomes) == ["failed", "retrying", "succeeded", "succeeded", "succeeded"]
     assert _runs(services) == {
         "nul": ("succeeded", 200, "[binary body of 12 bytes, not stored]", None),
@@ -171,21 +177,21 @@ def test_nul_invalid_utf8_and_binary_answers_end_with_their_true_status_beside_a
 
 
 def test_a_row_the_database_refuses_costs_only_its_own_body_and_the_batch_is_written_run_by_run(
-    services: Services, hostile: HostileTarget, caplog: pytest.LogCaptureFixture,
+    services: Services, hostile: HostileTarget, caplog: pytest.LogCaptureFixture, slot: datetime,
 ) -> None:
     """The refusal comes from a constraint, not from the bytes: the fallback itself is what is tested."""
     with services.db.connection() as conn:
         conn.execute("ALTER TABLE attempts ADD CONSTRAINT test_refuses"
                      " CHECK (response_body IS DISTINCT FROM 'refused by the test')")
         first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
-    _job(services, f"{hostile.url}/refused", first)
+    _job(services, f"{hostile.url}/refused", first, slot)
     # A job that forbids overlap ends through the statement that may release a waiting run: refused too.
-    guarded = _job(services, f"{hostile.url}/refused?guarded", first)
+    guarded = _job(services, f"{hostile.url}/refused?guarded", first, slot)
     with services.db.connection() as conn:
         conn.execute("UPDATE jobs SET overlap = 'skip' WHERE id = %s", (guarded,))
     for path in ("ok", "busy"):
-        _job(services, f"{hostile.url}/{path}", second)
-    outcomes = _pinned_executor(services).run(_claim(services, T0))
+        _job(services, f"{hostile.url}/{path}", second, slot)
+    outcomes = _pinned_executor(services, slot).run(_claim(services, slot))
     assert sorted(outcomes) == ["retrying", "succeeded", "succeeded", "succeeded"]
     note = "response not stored: the database refused it"
     with services.db.connection() as conn:
@@ -322,13 +328,13 @@ def _attempt_started_at(services: Services, execution_id: str) -> datetime:
 
 
 def test_a_target_echoing_the_requests_secrets_does_not_get_them_into_stored_history(
-    services: Services, hostile: HostileTarget,
+    services: Services, hostile: HostileTarget, slot: datetime,
 ) -> None:
     with services.db.connection() as conn:
         tenant = create_tenant(conn, "t")
-    _job(services, f"{hostile.url}/echo?api_key={QUERY_SECRET}&page=2", tenant,
+    _job(services, f"{hostile.url}/echo?api_key={QUERY_SECRET}&page=2", tenant, slot,
          headers={"Authorization": f"Bearer {SECRET}", "X-Signature": "sig-abcdef", "X-Trace": "trace-me"})
-    assert _pinned_executor(services).run(_claim(services, T0)) == ["succeeded"]
+    assert _pinned_executor(services, slot).run(_claim(services, slot)) == ["succeeded"]
     body = _runs(services)["echo"][2]
     assert body is not None and hostile.requests_served == 1
     for secret in (SECRET, QUERY_SECRET, "sig-abcdef"):
