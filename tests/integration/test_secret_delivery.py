@@ -188,34 +188,32 @@ def _one_run_sent(services: Services, tenant: str, now: datetime, target: Target
     return target.requests[-1]
 
 
+def _signed_by(sent: dict[str, Any], valid: list[str], invalid: tuple[str, ...] = ()) -> None:
+    """The request carries one signature per `valid` secret, each verifies, and none of `invalid` does."""
+    assert len(sent["headers"]["webhook-signature"].split(" ")) == len(valid)
+    for secret in valid:
+        Webhook(secret).verify(sent["body"], sent["headers"])
+    for secret in invalid:
+        with pytest.raises(WebhookVerificationError):
+            Webhook(secret).verify(sent["body"], sent["headers"])
+
+
 def test_after_a_rotation_both_secrets_verify_and_a_second_rotation_drops_the_oldest(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
     old, new = _rotated(services, tenant, now, timedelta(days=2), timedelta(hours=1))
-    sent = _one_run_sent(services, tenant, now, target)
-    assert len(sent["headers"]["webhook-signature"].split(" ")) == 2
-    Webhook(old).verify(sent["body"], sent["headers"])
-    Webhook(new).verify(sent["body"], sent["headers"])
+    _signed_by(_one_run_sent(services, tenant, now, target), [old, new])
 
     newest = vault.rotate_signing_secret(_scope(services, tenant, now - timedelta(minutes=30)))
     # `new` signs for 24 h more; `old`, retired by the first rotation, stops: at most two signatures.
-    sent = _one_run_sent(services, tenant, now, target)
-    Webhook(newest).verify(sent["body"], sent["headers"])
-    Webhook(new).verify(sent["body"], sent["headers"])
-    with pytest.raises(WebhookVerificationError):
-        Webhook(old).verify(sent["body"], sent["headers"])
-    assert len(sent["headers"]["webhook-signature"].split(" ")) == 2
+    _signed_by(_one_run_sent(services, tenant, now, target), [newest, new], invalid=(old,))
 
 
 def test_a_secret_rotated_out_more_than_a_day_ago_no_longer_signs(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
     old, new = _rotated(services, tenant, now, timedelta(days=3), timedelta(hours=25))
-    sent = _one_run_sent(services, tenant, now, target)
-    assert len(sent["headers"]["webhook-signature"].split(" ")) == 1
-    Webhook(new).verify(sent["body"], sent["headers"])
-    with pytest.raises(WebhookVerificationError):
-        Webhook(old).verify(sent["body"], sent["headers"])
+    _signed_by(_one_run_sent(services, tenant, now, target), [new], invalid=(old,))
 
 
 def test_a_stale_request_fails_verification(services: Services, target: Target, tenant: str, now: datetime) -> None:

@@ -193,8 +193,7 @@ class Poller:
         settings = self.svc.settings
         horizon = now_ms + settings.lookahead_ms
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
-        writes: deque[Future[tuple[int, int, int]]] = deque()
-        writing: deque[frozenset[str]] = deque()  # the jobs of each write in `writes`, in the same order
+        writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]] = deque()  # each with its jobs
         try:
             while result.batches < MAX_BATCHES_PER_TICK:
                 intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
@@ -214,11 +213,9 @@ class Poller:
                 # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
                 # record them in the order Redis claimed them, or the later one, written first, takes the
                 # earlier for a lost claim: so a batch holding a job still being written waits for it.
-                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & w for w in writing)):
-                    writing.popleft()
-                    self._collect(writes.popleft(), result)
-                writes.append(_record_pool().submit(self._record_and_dispatch, slots, dispatches))
-                writing.append(jobs)
+                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
+                    self._collect(writes.popleft()[0], result)
+                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches), jobs))
                 if not more:
                     return False  # everything left was claimed by someone else: nothing more for this tick
             return False
@@ -267,10 +264,11 @@ class Poller:
         result.dispatched += dispatched
         result.postgres_round_trips += round_trips
 
-    def _collect_all(self, writes: deque[Future[tuple[int, int, int]]], result: TickResult) -> None:
+    def _collect_all(self, writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]],
+                     result: TickResult) -> None:
         """Wait for every write of the tick; the first failure is raised once none is left running."""
         failure: BaseException | None = None
-        for write in writes:
+        for write, _ in writes:
             try:
                 self._collect(write, result)
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other writes

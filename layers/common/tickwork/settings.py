@@ -77,6 +77,17 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from exc
 
 
+def _bounded(env: Mapping[str, str], name: str, default: int, low: int | None = 1, high: int | None = None,
+             why: str = "") -> int:
+    """_int, refused below `low` or above `high` (None: no bound)."""
+    value = _int(env, name, default)
+    if low is not None and value < low:
+        raise ConfigurationError(f"{name} must be at least {low}")
+    if high is not None and value > high:
+        raise ConfigurationError(f"{name} must be at most {high}{why}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str
@@ -127,14 +138,6 @@ class Settings:
         if not env.get("REDIS_URL"):
             raise ConfigurationError("missing environment variable(s): REDIS_URL")
         sslmode = env.get("DATABASE_SSLMODE") or DEFAULT_DATABASE_SSLMODE
-        if _int(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS) > MAX_LOOKAHEAD_LIMIT_MS:
-            raise ConfigurationError(f"TICKWORK_MAX_LOOKAHEAD_MS must be at most {MAX_LOOKAHEAD_LIMIT_MS} "
-                                     "(an executor waits at most 20 s for a run's instant)")
-        for name, default in (("TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
-                              ("TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
-                              ("TICKWORK_DB_CONNECT_TIMEOUT_SECONDS", DEFAULT_DB_CONNECT_TIMEOUT_SECONDS)):
-            if _int(env, name, default) < 1:
-                raise ConfigurationError(f"{name} must be at least 1")
         return cls(
             database_url=env.get("DATABASE_URL", ""),
             redis_url=env["REDIS_URL"],
@@ -142,7 +145,9 @@ class Settings:
             executor_function_name=env.get("EXECUTOR_FUNCTION_NAME", ""),
             allow_private_targets=_bool(env.get("TICKWORK_ALLOW_PRIVATE_TARGETS"), False),
             lookahead_ms=_int(env, "TICKWORK_LOOKAHEAD_MS", DEFAULT_LOOKAHEAD_MS),
-            max_lookahead_ms=_int(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS),
+            max_lookahead_ms=_bounded(env, "TICKWORK_MAX_LOOKAHEAD_MS", DEFAULT_MAX_LOOKAHEAD_MS, low=None,
+                                      high=MAX_LOOKAHEAD_LIMIT_MS,
+                                      why=" (an executor waits at most 20 s for a run's instant)"),
             prepare_runs_per_second=_int(env, "TICKWORK_PREPARE_RUNS_PER_SECOND", DEFAULT_PREPARE_RUNS_PER_SECOND),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
@@ -165,10 +170,10 @@ class Settings:
             database_name=env.get("DATABASE_NAME", ""),
             database_sslmode=sslmode,
             database_sslrootcert=_sslrootcert(env, sslmode),
-            db_pool_size=_int(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
-            redis_timeout_seconds=_int(env, "TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
-            db_connect_timeout_seconds=_int(env, "TICKWORK_DB_CONNECT_TIMEOUT_SECONDS",
-                                            DEFAULT_DB_CONNECT_TIMEOUT_SECONDS),
+            db_pool_size=_bounded(env, "TICKWORK_DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE),
+            redis_timeout_seconds=_bounded(env, "TICKWORK_REDIS_TIMEOUT_SECONDS", DEFAULT_REDIS_TIMEOUT_SECONDS),
+            db_connect_timeout_seconds=_bounded(env, "TICKWORK_DB_CONNECT_TIMEOUT_SECONDS",
+                                                DEFAULT_DB_CONNECT_TIMEOUT_SECONDS),
             db_prepared_statements=_bool(env.get("TICKWORK_DB_PREPARED_STATEMENTS"), True),
             kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
             key_file=env.get("TICKWORK_KEY_FILE", ""),
