@@ -47,7 +47,7 @@ def _event(target: Target, request_type: str, physical_id: str | None = None) ->
     return event
 
 
-def _responses(target: Target) -> list[dict[str, Any]]:
+def openapi_responses(target: Target) -> list[dict[str, Any]]:
     assert all(r["method"] == "PUT" and r["path"].startswith("/response?") for r in target.requests)
     # S3 presigned URLs are signed without a content type: the PUT must not send one.
     assert all(r["headers"].get("content-type", "") == "" for r in target.requests)
@@ -65,7 +65,7 @@ def test_create_migrates_the_schema_and_reports_success(
 ) -> None:
     event = _event(target, "Create")
     handler("poller")(event, None)
-    (response,) = _responses(target)
+    (response,) = openapi_responses(target)
     assert response["Status"] == "SUCCESS", response
     assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
         k: event[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
@@ -78,10 +78,10 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
     fresh_services: Services, handler: Handler, target: Target
 ) -> None:
     handler("poller")(_event(target, "Create"), None)
-    physical_id = _responses(target)[0]["PhysicalResourceId"]
+    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
     handler("poller")(_event(target, "Update", physical_id), None)
     handler("poller")(_event(target, "Update", physical_id), None)
-    first, *updates = _responses(target)
+    first, *updates = openapi_responses(target)
     assert [u["Status"] for u in updates] == ["SUCCESS", "SUCCESS"]
     assert [u["Data"]["Applied"] for u in updates] == ["", ""]
     assert {u["PhysicalResourceId"] for u in updates} == {physical_id}
@@ -89,10 +89,10 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
 
 def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, handler: Handler, target: Target) -> None:
     handler("poller")(_event(target, "Create"), None)
-    physical_id = _responses(target)[0]["PhysicalResourceId"]
+    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
     handler("poller")(_event(target, "Delete", physical_id), None)
-    assert _responses(target)[1]["Status"] == "SUCCESS"
-    assert _responses(target)[1]["PhysicalResourceId"] == physical_id
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
+    assert openapi_responses(target)[1]["PhysicalResourceId"] == physical_id
     assert "jobs" in _tables(empty_schema)
 
 
@@ -102,7 +102,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     with psycopg.connect(empty_schema, autocommit=True) as conn:
         conn.execute("CREATE TABLE tenants (squatter int)")  # a table the first migration wants to create
     result = handler("poller")(_event(target, "Create"), None)
-    (response,) = _responses(target)
+    (response,) = openapi_responses(target)
     assert response["Status"] == "FAILED"
     assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
     assert result["Status"] == "FAILED"
@@ -110,7 +110,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     assert _tables(empty_schema) == {"tenants"}
     # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
     handler("poller")(_event(target, "Delete", response["PhysicalResourceId"]), None)
-    assert _responses(target)[1]["Status"] == "SUCCESS"
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
 
 
 def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
@@ -126,7 +126,7 @@ def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
         finally:
             configure(None)
             svc.close()
-    (response,) = _responses(target)
+    (response,) = openapi_responses(target)
     assert response["Status"] == "FAILED" and "schema migration failed" in response["Reason"]
     assert "pw-not-logged" not in json.dumps(response)
 
@@ -136,7 +136,7 @@ def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_sch
     event = _event(target, "Create")
     event["ResourceType"] = "Custom::Something"
     handler("poller")(event, None)
-    (response,) = _responses(target)
+    (response,) = openapi_responses(target)
     assert response["Status"] == "FAILED" and "Custom::Something" in response["Reason"]
     assert "jobs" not in _tables(empty_schema)
 

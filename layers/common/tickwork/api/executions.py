@@ -8,13 +8,13 @@ from tickwork.api import views
 from tickwork.api.models import ExecutionList
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor
 from tickwork.api.queries import ExecutionStatuses, JobId, Since, Until, execution_filter
-from tickwork.api.routes import Caller, Cursor, Limit, _responses
+from tickwork.api.routes import Caller, Cursor, Limit, openapi_responses
 
 router = Router()
 
 
 @router.get("/executions", summary="All your executions, newest slot first", tags=["executions"],
-            responses=_responses(200, 400))
+            responses=openapi_responses(200, 400))
 def list_all_executions(
     scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: ExecutionStatuses = None,
     job_id: JobId = None, since: Since = None, until: Until = None,

@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from tickwork import apikeys
 from tickwork.api.models import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyOut
-from tickwork.api.routes import Caller, _responses
+from tickwork.api.routes import Caller, openapi_responses
 from tickwork.store.keys import KeyRow
 from tickwork.timeutil import rfc3339
 
@@ -14,20 +14,20 @@ router = Router()
 
 
 @router.post("/api-keys", status_code=201, summary="Create an API key (shown only in this answer)",
-             tags=["api keys"], responses=_responses(201, 400, 403))
+             tags=["api keys"], responses=openapi_responses(201, 400, 403))
 def create_key(body: ApiKeyCreate, scope: Caller) -> ApiKeyCreated:
     row, token = apikeys.create_key(scope, body.name)
     return ApiKeyCreated(id=row.id, name=row.name, prefix=row.prefix, key=token, created_at=_time(row))
 
 
 @router.get("/api-keys", summary="List the tenant's API keys (never the keys themselves)", tags=["api keys"],
-            responses=_responses(200))
+            responses=openapi_responses(200))
 def list_keys(scope: Caller) -> ApiKeyList:
     return ApiKeyList(items=[key_out(row) for row in apikeys.list_keys(scope)])
 
 
 @router.delete("/api-keys/<key_id>", status_code=204, summary="Delete an API key; not the tenant's last one",
-               tags=["api keys"], responses=_responses(204, 404, 409))
+               tags=["api keys"], responses=openapi_responses(204, 404, 409))
 def delete_key(key_id: str, scope: Caller) -> Response[None]:
     apikeys.delete_key(scope, key_id)
     return Response(status_code=204)

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from tickwork import alerts
 from tickwork.api.models import NotificationList, NotificationOut
-from tickwork.api.routes import Caller, _responses
+from tickwork.api.routes import Caller, openapi_responses
 from tickwork.store.notifications import NotificationRow
 from tickwork.timeutil import rfc3339
 
@@ -15,7 +15,7 @@ router = Router()
 
 
 @router.get("/jobs/<job_id>/notifications", summary="A job's last 100 notifications, newest first",
-            tags=["notifications"], responses=_responses(200, 404))
+            tags=["notifications"], responses=openapi_responses(200, 404))
 def list_notifications(job_id: str, scope: Caller) -> NotificationList:
     return NotificationList(items=[notification_out(row) for row in alerts.job_notifications(scope, job_id)])
 

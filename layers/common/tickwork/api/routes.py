@@ -31,7 +31,7 @@ Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page.")]
 
 
-def _responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
+def openapi_responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
     """The success response (its schema from the return annotation) and the errors a route can answer."""
     descriptions = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Invalid input",
                     401: "Missing or invalid API key", 403: "Over one of the tenant's quotas", 404: "Unknown id",
@@ -57,69 +57,69 @@ _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
 
 
 @router.post("/jobs", status_code=201, summary="Create a job", tags=["jobs"],
-             responses=_responses(201, 400, 403, 409, 422))
+             responses=openapi_responses(201, 400, 403, 409, 422))
 def create_job(job: JobCreate, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
     return respond(scope, idempotency_key, 201,
                    lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))))
 
 
-@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=_responses(200, 400))
+@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=openapi_responses(200, 400))
 def list_jobs(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
               tag: TagFilter = None, name_prefix: NamePrefix = None) -> JobList:
     filters = job_filter(status, tag, name_prefix)
     return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor), filters))
 
 
-@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], responses=_responses(200, 404))
+@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], responses=openapi_responses(200, 404))
 def get_job(job_id: str, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.get_job(scope, job_id))
 
 
 @router.patch("/jobs/<job_id>", summary="Change some fields of a job", tags=["jobs"],
-              responses=_responses(200, 400, 403, 404))
+              responses=openapi_responses(200, 400, 403, 404))
 def update_job(job_id: str, changes: JobPatch, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.update_job(scope, job_id, changes.model_dump(exclude_unset=True)))
 
 
 @router.delete("/jobs/<job_id>", status_code=204, summary="Delete a job (its history is kept)", tags=["jobs"],
-               responses=_responses(204, 404))
+               responses=openapi_responses(204, 404))
 def delete_job(job_id: str, scope: Caller) -> Response[None]:
     jobs.delete_job(scope, job_id)
     return Response(status_code=204)
 
 
-@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], responses=_responses(200, 404, 409))
+@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], responses=openapi_responses(200, 404, 409))
 def pause_job(job_id: str, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.pause_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/resume", summary="Run a paused job again from its next slot", tags=["jobs"],
-             responses=_responses(200, 403, 404, 409))
+             responses=openapi_responses(200, 403, 404, 409))
 def resume_job(job_id: str, scope: Caller) -> JobDetail:
     return views.job_detail(jobs.resume_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/run", status_code=202, summary="Run a job once, now", tags=["jobs"],
-             responses=_responses(202, 400, 404, 409, 422))
+             responses=openapi_responses(202, 400, 404, 409, 422))
 def run_job(job_id: str, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[ExecutionOut]:
     return respond(scope, idempotency_key, 202, lambda: views.execution_out(jobs.run_job(scope, job_id)))
 
 
 @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first", tags=["executions"],
-            responses=_responses(200, 400, 404))
+            responses=openapi_responses(200, 400, 404))
 def list_executions(job_id: str, scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> ExecutionList:
     page = jobs.list_executions(scope, job_id, limit, decode_cursor("executions", cursor))
     return views.execution_list(page)
 
 
 @router.get("/executions/<execution_id>", summary="An execution with its attempts", tags=["executions"],
-            responses=_responses(200, 404))
+            responses=openapi_responses(200, 404))
 def get_execution(execution_id: str, scope: Caller) -> ExecutionDetail:
     return views.execution_detail(*jobs.get_execution(scope, execution_id))
 
 
 @router.post("/schedules/preview", summary="Check a schedule and list its next fire times", tags=["schedules"],
-             responses=_responses(200, 400))
+             responses=openapi_responses(200, 400))
 def preview_schedule(preview: PreviewRequest, scope: Caller) -> PreviewOut:
     schedule, times = jobs.preview_schedule(
         scope, preview.schedule, preview.timezone, preview.count, preview.after, preview.start_at, preview.end_at

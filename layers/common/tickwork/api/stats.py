@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from tickwork import stats
 from tickwork.api.models import FireLag, RunCounts, StatsOut
-from tickwork.api.routes import Caller, _responses
+from tickwork.api.routes import Caller, openapi_responses
 from tickwork.timeutil import rfc3339
 
 router = Router()
@@ -17,7 +17,7 @@ Window = Annotated[int, Query(ge=1, le=stats.MAX_WINDOW_SECONDS, description="Se
 
 
 @router.get("/stats", summary="Run counts and fire lag over a recent window", tags=["stats"],
-            responses=_responses(200, 400))
+            responses=openapi_responses(200, 400))
 def get_stats(scope: Caller, window: Window = stats.DEFAULT_WINDOW_SECONDS) -> StatsOut:
     result = stats.run_stats(scope, window)
     p50, p95, p99 = result.lag_ms or (None, None, None)

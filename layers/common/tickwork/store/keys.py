@@ -1,12 +1,14 @@
 """SQL over api_keys for the tenant's own key management and for authentication.
 
-A key is looked up by the SHA-256 digest of the token (tenants._digest): the lookup's timing depends on
+A key is looked up by the SHA-256 digest of the token (key_digest): the lookup's timing depends on
 the digest only, which tells a caller nothing about any stored key, and the clear token is never stored.
 The digest found is then compared with hmac.compare_digest (constant time).
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -14,12 +16,19 @@ from typing import Any
 
 from psycopg.rows import class_row
 
-from tickwork.store.tenants import _digest, new_api_token
-
+KEY_PREFIX = "tw_"
 # last_used_at is a hint for the key's owner ("is this key still used?"), not an audit log: one write a
 # minute per key at most, instead of one per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 _COLUMNS = "id::text, name, prefix, created_at, last_used_at"
+
+
+def key_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def new_api_token() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
 @dataclass(frozen=True)
@@ -39,7 +48,7 @@ class Caller:
 
 
 def authenticate(conn: Any, token: str) -> Caller | None:
-    digest = _digest(token)
+    digest = key_digest(token)
     row = conn.execute(
         "SELECT id::text, tenant_id::text, last_used_at, key_hash FROM api_keys"
         " WHERE key_hash = %s AND revoked_at IS NULL",
@@ -70,7 +79,7 @@ def create_key(conn: Any, tenant_id: str, name: str, now: datetime) -> tuple[Key
         row = cur.execute(
             "INSERT INTO api_keys (id, tenant_id, key_hash, prefix, name, created_at) VALUES (%s, %s, %s, %s, %s, %s)"
             f" RETURNING {_COLUMNS}",
-            (str(uuid.uuid4()), tenant_id, _digest(token), token[:8], name, now),
+            (str(uuid.uuid4()), tenant_id, key_digest(token), token[:8], name, now),
         ).fetchone()
     assert row is not None
     return row, token

@@ -1,21 +1,10 @@
 """Tenants and their API keys. Keys are random tokens; only their SHA-256 digest is stored."""
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 import uuid
 from typing import Any
 
-KEY_PREFIX = "tw_"
-
-
-def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
-def new_api_token() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
+from tickwork.store.keys import authenticate, key_digest, new_api_token
 
 
 def create_tenant(conn: Any, name: str) -> str:
@@ -31,7 +20,7 @@ def create_api_key(conn: Any, tenant_id: str, token: str | None = None, name: st
     conn.execute(
         "INSERT INTO api_keys (id, tenant_id, key_hash, prefix, name) VALUES (%s, %s, %s, %s, %s)"
         " ON CONFLICT (key_hash) DO NOTHING",
-        (str(uuid.uuid4()), tenant_id, _digest(token), token[:8], name),
+        (str(uuid.uuid4()), tenant_id, key_digest(token), token[:8], name),
     )
     return token
 
@@ -43,12 +32,8 @@ def find_tenant(conn: Any, name: str) -> str | None:
 
 
 def tenant_for_key(conn: Any, token: str) -> str | None:
-    digest = _digest(token)
-    row = conn.execute(
-        "SELECT tenant_id, key_hash FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", (digest,)
-    ).fetchone()
-    # Found by digest, then compared in constant time (as store.keys.authenticate does).
-    return None if row is None or not hmac.compare_digest(bytes(row[1]), digest) else str(row[0])
+    caller = authenticate(conn, token)
+    return None if caller is None else caller.tenant_id
 
 
 def ensure_bootstrap_key(conn: Any, token: str | None, tenant_name: str = "default") -> tuple[str, str]:
