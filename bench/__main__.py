@@ -19,7 +19,7 @@ from typing import Any
 from bench import baseline_0cron, burst, coldstart, idle, rebuild, shards, steady, top_of_hour
 from bench.harness import LineSink, Servers, capture_logs
 from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
-from bench.target import Target
+from bench.target import DEFAULT_NICE, Target
 
 PHASES = ("burst", "hour", "steady", "idle", "rebuild", "shards", "schedule", "coldstart")
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -53,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "as Lambda gives each its own environment; 0: threads of the poller's process, "
                              "as `make dev` runs them (default 2, this machine's cores). A full run also "
                              "measures steady with 0, Tickwork only")
+    parser.add_argument("--target-nice", type=int, default=DEFAULT_NICE,
+                        help="the HTTP target's niceness: scheduled ahead of the rest by default, as a target on "
+                             "hosts of its own; 0 shares the cores equally (bench/target.py)")
     parser.add_argument("--coldstart-samples", type=int, default=9,
                         help="fresh interpreters per handler and side in the cold-start benchmark")
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
@@ -263,7 +266,9 @@ def _main(argv: list[str], out: Any) -> int:
     started = time.time()
     results: dict[str, Any] = {"machine": env, "args": {k: str(v) for k, v in vars(args).items()}}
     rows: list[tuple[str, ...]] = []
-    with Target() as target:
+    with Target(args.target_nice) as target:
+        env["target"] = f"own process, nice {target.nice}"
+        print(f"target: {env['target']}", flush=True, file=out)
         if "burst" in phases:
             print("burst ...", flush=True, file=out)
             results["burst"] = run_burst(srv, target, args)
