@@ -39,6 +39,9 @@ logger = Logger(child=True)
 # never sent before its instant: the executor waits that long. Further out is a clock problem: it waits at
 # most this long (with the 120 s request cap, well inside the 180 s function timeout), says so, and sends.
 MAX_EARLY_WAIT_SECONDS = 20.0
+# How long the recorder gathers a group's results after the first before writing them: one statement (one
+# commit) for answers that arrive together instead of one for every few, at most this much later.
+RECORD_LINGER_SECONDS = 0.02
 
 Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 
@@ -280,15 +283,17 @@ class _Group:
         self.outcomes[dispatch.execution_id] = reason
 
     def _record_results(self) -> None:
-        """Write whatever results have arrived in one go, then the next lot: none waits for the slowest."""
+        """Write the results that arrive within RECORD_LINGER_SECONDS of the first in one go, then the
+        next lot: none waits for the slowest, and a group's answers, which come together, share a write."""
         done = False
         while not done:
             batch: list[Result] = []
             item = self.results.get()
+            linger_until = time.monotonic() + RECORD_LINGER_SECONDS
             while item is not None:
                 batch.append(item)
                 try:
-                    item = self.results.get_nowait()
+                    item = self.results.get(timeout=max(linger_until - time.monotonic(), 0.0))
                 except queue.Empty:
                     break
             done = item is None
