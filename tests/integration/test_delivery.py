@@ -16,6 +16,7 @@ from tests.conftest import Target
 from tests.integration.helpers import wait_for
 from tickwork.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare, send
 from tickwork.executor import http_client
+from tickwork.signing import Signing
 
 
 def test_a_pinned_address_is_used_while_host_stays_the_urls(target: Target) -> None:
@@ -232,3 +233,21 @@ def test_idle_connections_are_capped_in_all_closing_the_least_recently_used_targ
     conn, reused = connections.take(b)
     assert not reused and conn not in given[b]
     assert (connections.idle_count(b), connections.idle_count()) == (0, 2)
+
+
+def test_what_is_redacted_is_judged_once_per_request_and_not_from_tickworks_own_signature(target: Target) -> None:
+    """The job's sensitive values (and interpolated secrets) are redacted from the answer; the Standard
+    Webhooks signature Tickwork adds is computed from a key never sent, so it is not spelled out."""
+    target.response_body = b"got Bearer tok-123456 and secret-xyz"
+    request = {"method": "POST", "url": target.url + "/in?token=q-98765", "body": "{}",
+               "headers": {"Authorization": "Bearer tok-123456", "X-Trace": "trace"}}
+    prepared = prepare(http_client(), request, {}, 5, signing=Signing("run-1", 1_900_000_000, (b"k" * 32,)),
+                       secrets=("secret-xyz",))
+    signature = prepared.headers["webhook-signature"]
+    assert {"tok-123456", "Bearer tok-123456", "q-98765", "secret-xyz"} <= set(prepared.secrets)
+    assert not any(signature in s or s in signature for s in prepared.secrets)
+    prepared.fire()
+    outcome = prepared.complete()
+    assert outcome.body == "got *** and ***"
+    (seen,) = target.requests
+    assert seen["headers"]["webhook-signature"] == signature

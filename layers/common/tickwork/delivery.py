@@ -175,7 +175,9 @@ class Prepared:
     conn: HTTPConnection | None = None
     reused: bool = False
     error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
-    secrets: tuple[str, ...] = ()  # values interpolated into the request, redacted from what is stored
+    # What is redacted from what is stored: the request's sensitive header and query values and the
+    # secrets interpolated into it, as `redaction` spells them.
+    secrets: tuple[str, ...] = ()
     _fired: float | None = field(default=None, repr=False)  # time.monotonic() of the write
     _send_error: Exception | None = field(default=None, repr=False)
 
@@ -262,10 +264,7 @@ class Prepared:
         return self._redacted(Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms()))
 
     def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
-        secrets = secret_values(self.headers, self.path.partition("?")[2])
-        if self.secrets:
-            secrets = tuple(sorted({*secrets, *self.secrets}, key=len, reverse=True))
-        body, error = redact(outcome.body, secrets, cut), redact(outcome.error, secrets)
+        body, error = redact(outcome.body, self.secrets, cut), redact(outcome.error, self.secrets)
         return outcome if (body, error) == (outcome.body, outcome.error) else replace(outcome, body=body, error=error)
 
     def _elapsed_ms(self) -> int:
@@ -296,11 +295,14 @@ def prepare(
     raw = request.get("body")
     body = raw.encode() if isinstance(raw, str) else raw
     headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
+    # Judged before the signature headers join: they are computed at each attempt from a key that is never
+    # sent, so they reveal nothing, and spelling out a new value each time would cost every attempt.
+    hidden = _hidden(secret_values(headers, parts.query), spellings(secrets))
     if signing is not None:
         headers = {n: v for n, v in headers.items() if n.lower() not in _SIGNATURE_HEADERS} | signing.headers(body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout,
-                        secrets=spellings(secrets))
+                        secrets=hidden)
     conn, prepared.reused = connections.take(key)
     prepared.conn = conn
     try:
@@ -319,6 +321,13 @@ def prepare(
 
 
 _SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
+
+
+def _hidden(sent: tuple[str, ...], interpolated: tuple[str, ...]) -> tuple[str, ...]:
+    """Both sets of spellings, longest first (a secret containing another is replaced whole)."""
+    if not (sent and interpolated):
+        return sent or interpolated
+    return tuple(sorted({*sent, *interpolated}, key=len, reverse=True))
 
 
 def _request_headers(
