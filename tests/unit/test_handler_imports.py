@@ -29,6 +29,8 @@ def loaded_by_import(function: str) -> set[str]:
 @pytest.mark.parametrize("function, absent", [
     ("poller", (AEAD, "urllib3", "http.client", "tickwork.delivery", "tickwork.vault")),  # it never sends or opens
     ("api", (AEAD, "urllib3", "tickwork.delivery")),  # a route seals only what it is given; it never sends
+    # A run neither edits jobs nor parses schedules; only a retry bounded by its job's next slot does.
+    ("executor", ("tickwork.jobs", "tickwork.schedule", "tickwork.quotas", "tickwork.scheduling")),
 ])
 def test_importing_a_handler_leaves_out_what_its_invocations_do_not_use(function: str, absent: tuple[str, ...]) -> None:
     loaded = loaded_by_import(function)

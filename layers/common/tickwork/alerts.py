@@ -19,7 +19,6 @@ from tickwork.dueindex import DueIndex
 from tickwork.errors import ScheduleError
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications import OPERATOR, RunEnd, Verdict
-from tickwork.scheduling import job_schedule
 from tickwork.store import executions as executions_store
 from tickwork.store import maintenance as maintenance_store
 from tickwork.store import notifications as store
@@ -158,6 +157,9 @@ def next_slot(row: maintenance_store.IndexRow | None, after: datetime | None) ->
     """The job's first slot after the run's; None for a job no longer active (it has no next run)."""
     if row is None or after is None:
         return None
+    # The schedule engine loads with the first retry bounded by its job's next slot, not with every executor.
+    from tickwork.scheduling import job_schedule
+
     try:
         return job_schedule(row).next_after(after)
     except ScheduleError:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from aws_lambda_powertools import Logger
 from psycopg.types.json import Jsonb
 
-from tickwork import interpolation, jobs, signing
+from tickwork import interpolation, signing
 from tickwork.crypto import Keyring
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.redaction import is_sensitive_header
@@ -61,7 +61,9 @@ def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) 
     with scope.db.connection() as conn:
         rows = store.list_secrets(conn, scope.tenant_id, limit + 1, before)
     items = rows[:limit]
-    return jobs.Page(items, (items[-1].created_at, items[-1].id) if len(rows) > limit and items else None)
+    from tickwork.jobs import Page  # the API's jobs module: an executor opening secrets never loads it
+
+    return Page(items, (items[-1].created_at, items[-1].id) if len(rows) > limit and items else None)
 
 
 def delete_secret(scope: Scope, name: str) -> None:
