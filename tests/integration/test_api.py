@@ -50,8 +50,14 @@ def indexed_spec(services: Services, index: DueIndex, job_id: str) -> dict[str, 
     return None if raw is None else json.loads(raw)
 
 
-def now() -> datetime:
-    return datetime.now(timezone.utc)
+# The instant the API's clock is pinned to (use_clock) in the tests whose verdict depends on "now": one
+# clock for the whole test, so it holds on any date. A Tuesday, off the whole second.
+PINNED = datetime(2025, 3, 4, 5, 6, 7, 250000, tzinfo=timezone.utc)
+
+
+def pinned() -> datetime:
+    use_clock(PINNED.timestamp)
+    return PINNED
 
 
 # ---------------------------------------------------------------- create, read, list
@@ -75,12 +81,11 @@ def test_the_create_event_as_shipped_creates_an_indexed_job(api: Api, handler: C
 
 
 def test_next_run_is_the_first_slot_after_now_in_the_jobs_zone(api: Api) -> None:
-    before = now()
+    at = pinned()
     job = api.create(schedule="0 0 9 * * *", timezone="America/New_York")
-    after = now()
 
     schedule = parse_schedule("0 0 9 * * *", "America/New_York")
-    assert parse_rfc3339(job["next_run_at"]) in {schedule.next_after(before), schedule.next_after(after)}
+    assert parse_rfc3339(job["next_run_at"]) == schedule.next_after(at)
     assert job["next_fire_times"] == [job["next_run_at"]] + [
         f"{t:%Y-%m-%dT%H:%M:%S}.000Z" for t in schedule.preview(parse_rfc3339(job["next_run_at"]), 4)
     ]
@@ -168,17 +173,16 @@ def test_list_default_limit_and_empty_list(api: Api, other: Api) -> None:
 # ---------------------------------------------------------------- update
 
 def test_patch_schedule_moves_the_index_and_bumps_the_version(api: Api, services: Services) -> None:
+    at = pinned()
     job = api.create(schedule="0 0 3 * * *", timezone="UTC")
-    before = now()
     reply = api.call("PATCH", f"/jobs/{job['id']}", {"schedule": "0 15 * * * *"})
-    after = now()
 
     assert reply.status == 200, reply.body
     updated = reply.body
     schedule = parse_schedule("0 15 * * * *")
     assert updated["schedule"] == schedule.canonical
     assert updated["version"] == 2
-    assert parse_rfc3339(updated["next_run_at"]) in {schedule.next_after(before), schedule.next_after(after)}
+    assert parse_rfc3339(updated["next_run_at"]) == schedule.next_after(at)
     assert api.index.score(job_member(job["id"])) == ms(updated["next_run_at"])
     spec = indexed_spec(services, api.index, job["id"])
     assert spec is not None and spec["v"] == 2
@@ -238,7 +242,7 @@ def test_patch_sending_back_redacted_headers_keeps_the_secret(api: Api, db: Any,
 
 
 def test_patch_can_clear_the_window(api: Api) -> None:
-    start = (now() + timedelta(days=2)).replace(microsecond=0)
+    start = (pinned() + timedelta(days=2)).replace(microsecond=0)
     job = api.create(schedule="0 0 * * * *", start_at=start.isoformat())
     assert ms(job["next_run_at"]) >= to_ms(start)
 
@@ -264,17 +268,17 @@ def test_pause_removes_the_job_from_the_index(api: Api, services: Services) -> N
 
 
 def test_resume_restarts_at_the_first_future_slot_without_replaying_missed_runs(api: Api, db: Any) -> None:
+    at = pinned()
     job = api.create(schedule="* * * * * *", timezone="UTC")  # every second: a paused second is a missed run
     api.call("POST", f"/jobs/{job['id']}/pause")
-    before = now()
+    use_clock((at + timedelta(seconds=30)).timestamp)  # resumed half a minute later: 30 slots went by
     reply = api.call("POST", f"/jobs/{job['id']}/resume")
-    after = now()
 
     assert reply.status == 200
     resumed = reply.body
     assert resumed["status"] == "active"
     next_ms = ms(resumed["next_run_at"])
-    assert to_ms(before) < next_ms <= to_ms(after) + 1000
+    assert next_ms == to_ms(at.replace(microsecond=0) + timedelta(seconds=31))  # the first second after resuming
     assert api.index.score(job_member(job["id"])) == next_ms
     assert db.execute("SELECT count(*) FROM executions WHERE job_id = %s", (job["id"],)).fetchone()[0] == 0
 
@@ -326,11 +330,10 @@ def test_completed_job_shows_no_next_run_and_can_be_given_a_new_schedule(api: Ap
 # ---------------------------------------------------------------- run now and history
 
 def test_run_queues_a_manual_execution_for_the_poller(api: Api) -> None:
+    at = pinned()
     job = api.create()
     api.call("POST", f"/jobs/{job['id']}/pause")  # a paused job can still be fired by hand
-    before = to_ms(now())
     reply = api.call("POST", f"/jobs/{job['id']}/run")
-    after = to_ms(now())
 
     assert reply.status == 202, reply.body
     execution = reply.body
@@ -339,7 +342,7 @@ def test_run_queues_a_manual_execution_for_the_poller(api: Api) -> None:
     assert execution["status"] == "queued"
     assert execution["attempt_count"] == 0
     score = api.index.score(execution_member(execution["id"], 1))
-    assert score is not None and before <= score <= after
+    assert score == to_ms(at)
     assert score == ms(execution["scheduled_for"])
     listed = api.call("GET", f"/jobs/{job['id']}/executions").body["items"]
     assert [item["id"] for item in listed] == [execution["id"]]
