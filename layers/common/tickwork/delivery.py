@@ -34,7 +34,7 @@ from urllib3 import exceptions as ux
 from urllib3.connection import HTTPConnection, HTTPSConnection
 
 from tickwork.deadline import LateError, TimedResponse, time_to_send
-from tickwork.redaction import redact, secret_values, spellings
+from tickwork.redaction import redact, secret_values
 from tickwork.retry import is_retryable_status
 from tickwork.signing import Signing
 
@@ -297,7 +297,7 @@ def prepare(
     headers = _request_headers(request.get("headers", {}), extra_headers, parts.netloc, method, body)
     # Judged before the signature headers join: they are computed at each attempt from a key that is never
     # sent, so they reveal nothing, and spelling out a new value each time would cost every attempt.
-    hidden = _hidden(secret_values(headers, parts.query), spellings(secrets))
+    hidden = secret_values(headers, parts.query, secrets)
     if signing is not None:
         headers = {n: v for n, v in headers.items() if n.lower() not in _SIGNATURE_HEADERS} | signing.headers(body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -321,13 +321,6 @@ def prepare(
 
 
 _SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
-
-
-def _hidden(sent: tuple[str, ...], interpolated: tuple[str, ...]) -> tuple[str, ...]:
-    """Both sets of spellings, longest first (a secret containing another is replaced whole)."""
-    if not (sent and interpolated):
-        return sent or interpolated
-    return tuple(sorted({*sent, *interpolated}, key=len, reverse=True))
 
 
 def _request_headers(

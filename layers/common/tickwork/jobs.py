@@ -8,14 +8,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Callable, Generic, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from tickwork import policy, quotas, scheduling, vault
 from tickwork.crypto import Keyring
 from tickwork.dueindex import DueIndex
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError, UnsafeTargetError
 from tickwork.filters import ExecutionFilter, JobFilter
-from tickwork.models import JobRow
+from tickwork.models import JobRow, Key, Page
 from tickwork.redaction import REDACTED, is_sensitive_header
 from tickwork.schedule import Schedule, parse_schedule
 from tickwork.settings import Settings
@@ -38,7 +38,7 @@ _PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags",
                  "success")
 
 T = TypeVar("T")
-Key = tuple[datetime, str]
+
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,6 @@ class JobDraft:
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
     success: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    next_key: Key | None  # the keyset position after the last item, None on the last page
 
 
 # ---------------------------------------------------------------- jobs

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Generic, Mapping, TypeVar
+
+T = TypeVar("T")
+Key = tuple[datetime, str]  # a keyset position: (created_at or scheduled_for, id)
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,11 @@ class StartedExecution:
     def watched(self) -> bool:
         """Whether the run's end may raise a notification or pause its job (tickwork.notifications)."""
         return self.notify is not None or self.pause_after_failures is not None
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a keyset-paginated list (jobs, executions, secrets)."""
+
+    items: list[T]
+    next_key: Key | None  # the keyset position after the last item, None on the last page

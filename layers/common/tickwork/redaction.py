@@ -26,10 +26,11 @@ def is_sensitive_header(name: str) -> bool:
     return lower in _SENSITIVE_HEADERS or any(part in lower for part in _SENSITIVE_PARTS)
 
 
-def secret_values(headers: Mapping[str, str], query: str) -> tuple[str, ...]:
-    """What `redact` hides for a request: each sensitive value as sent, its credentials without the
-    auth scheme (`Bearer <token>`), and how JSON and percent-encoding spell them; longest first."""
-    return _spellings(tuple(_sensitive_values(headers, query)))
+def secret_values(headers: Mapping[str, str], query: str, interpolated: Sequence[str] = ()) -> tuple[str, ...]:
+    """What `redact` hides for a request: each sensitive value as sent and each secret `interpolated`
+    into it, its credentials without the auth scheme (`Bearer <token>`), and how JSON and
+    percent-encoding spell them; longest first."""
+    return _spellings((*_sensitive_values(headers, query), *interpolated))
 
 
 def spellings(values: Sequence[str]) -> tuple[str, ...]:

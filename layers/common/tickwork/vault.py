@@ -18,13 +18,14 @@ from psycopg.types.json import Jsonb
 from tickwork import interpolation, signing
 from tickwork.crypto import Keyring
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.models import Page
 from tickwork.redaction import is_sensitive_header
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
 from tickwork.wiring import require_keyring
 
 if TYPE_CHECKING:
-    from tickwork.jobs import Page, Scope
+    from tickwork.jobs import Scope
 
 logger = Logger(child=True)
 
@@ -61,8 +62,6 @@ def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) 
     with scope.db.connection() as conn:
         rows = store.list_secrets(conn, scope.tenant_id, limit + 1, before)
     items = rows[:limit]
-    from tickwork.jobs import Page  # the API's jobs module: an executor opening secrets never loads it
-
     return Page(items, (items[-1].created_at, items[-1].id) if len(rows) > limit and items else None)
 
 
