@@ -260,7 +260,7 @@ class RecordingInvoker:
 class InProcessExecutors:
     """The executor Lambda simulated in-process: ThreadPoolInvoker running tickwork.executor.handle_event
     against its own Services (its own connection pool, as a separate Lambda would have, and the local
-    runtime's GatedSender: many invocations share this process, as in `make dev`)."""
+    runtime's SharedSender: many invocations share this process, as in `make dev`)."""
 
     def __init__(self, svc: Services, workers: int) -> None:
         self.svc = svc

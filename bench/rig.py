@@ -14,7 +14,7 @@ from typing import Any
 
 from tickwork.poller import Poller, TickResult
 
-from tickwork_local.sending import GatedSender
+from tickwork_local.sending import SharedSender
 
 from bench.harness import (
     ONCE_A_DAY,
@@ -47,7 +47,7 @@ class TickworkRig:
         if run_executors and executor_processes > 0:
             self.executors = ProcessExecutors(ws.settings, executor_processes, workers, db_pool_size)
         elif run_executors:
-            svc = ws.services(db_pool_size=db_pool_size, sender=GatedSender())  # many invocations, one process
+            svc = ws.services(db_pool_size=db_pool_size, sender=SharedSender())  # as `make dev` sends
             self.executors = InProcessExecutors(svc, workers)
         self.invoker = TimedInvoker(self.executors if self.executors is not None else RecordingInvoker())
         try:

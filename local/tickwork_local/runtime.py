@@ -2,7 +2,7 @@
 
 Lambda invoke becomes a thread pool, the Step Functions loop a thread ticking every whole second, and
 API Gateway a local HTTP server producing the same events. The executors, all in this process, send
-through one GatedSender. Everything between those edges is the code that runs in AWS.
+through one SharedSender. Everything between those edges is the code that runs in AWS.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tickwork.wiring import Services, build_services, configure
 from tickwork_local.config import DEFAULT_HOST, DEFAULT_PORT
 from tickwork_local.executors import LocalInvoker
 from tickwork_local.functions import FUNCTIONS_DIR, Functions
-from tickwork_local.sending import GatedSender
+from tickwork_local.sending import SharedSender
 from tickwork_local.server import ApiServer
 from tickwork_local.ticker import MAINTENANCE_EVENT, MAINTENANCE_PERIOD_SECONDS, Ticker
 
@@ -71,7 +71,7 @@ class LocalRuntime:
         self._server = ApiServer(*self._address, functions.api)
         self._invoker = LocalInvoker(functions.executor)
         self._services = build_services(self.settings, invoker=self._invoker, db_pool_size=DB_POOL_SIZE,
-                                        sender=GatedSender())
+                                        sender=SharedSender())
         configure(self._services)
         self._prepare_data(self._services)
         self._ticker = Ticker(functions.poller)

@@ -1,19 +1,41 @@
-"""The local runtime's Sender: many executor invocations share this process, and its GIL.
+"""The local runtime's Senders: many executor invocations share one process, and its GIL.
 
-Reading a response (parsing it takes the GIL) waits while any group of the process is writing its
-instant's requests, so that those writes, one socket send each, are not queued behind the parsing.
-In Lambda a process runs one invocation at a time and uses tickwork.sending.BoundedSender.
+In Lambda a process runs one invocation at a time and sends with tickwork.sending.BoundedSender, whose
+threads belong to one group. Here many groups are under way in one process at once.
+
+- GatedSender (the benchmark's executor processes): BoundedSender whose groups hold back reading
+  responses while any group of the process is writing its instant's requests, so that those writes,
+  one socket send each, are not queued behind the parsing.
+- SharedSender (`make dev`, where the poller, the API and every executor share one process): gated the
+  same way, and besides
+  - its groups get their runs ready and read their responses on one pool of threads for the process,
+    instead of a pool started for every group (about a thread started and joined per run);
+  - no thread blocks waiting for a response: one reader thread watches the socket of every request sent
+    and hands the response to the pool once its first bytes are there, or once the attempt's deadline
+    has passed (reading it then fails the attempt as a blocking read would have);
+  At 1,000 runs a second this is the difference between keeping up and falling behind for good
+  (docs/benchmarks.md, bottleneck 12); with 500 a second per process, as in the benchmark's executor
+  processes, it measured slower than GatedSender, so those keep GatedSender.
 """
 from __future__ import annotations
 
 import contextlib
+import os
+import selectors
+import socket
 import threading
-from typing import Iterator
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterator
 
-from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender
+from tickwork.interfaces import Group, Results, RunSteps
+from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender, _Sending, _Slot, _wait_all
 
 # The longest a response is left unread because other groups of the process are still writing.
 MAX_READ_DEFER_SECONDS = 0.05
+# SharedSender's threads for the whole process, getting runs ready and reading responses. Getting ready
+# may open a connection, so a remote target's round trip holds one.
+SHARED_THREADS = 16
 
 
 class Writers:
@@ -53,3 +75,160 @@ class GatedSender(BoundedSender):
 
     def before_reading(self) -> None:
         self.writers.wait_until_none(MAX_READ_DEFER_SECONDS)
+
+
+class Reader:
+    """One thread waiting for the responses of every request a process sent.
+
+    `watch(sock, deadline, ready)` calls `ready()` once, on the reader's thread, when `sock` is readable
+    or `deadline` (on `clock`, time.monotonic() by default) has passed, whichever comes first; `ready`
+    must not block. Before handing anything over, the reader calls `hold()` (which may wait a little)."""
+
+    def __init__(self, hold: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._hold = hold
+        self._clock = clock
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        for end in (self._wake_r, self._wake_w):
+            end.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        self._lock = threading.Lock()
+        self._new: list[tuple[socket.socket, float, Callable[[], None]]] = []  # watch()ed, not yet registered
+        self._woken = False
+        self._closed = False
+        self._watched: dict[int, tuple[float, Callable[[], None]]] = {}  # the reader thread's own
+        self._thread = threading.Thread(target=self._loop, name="reader", daemon=True)
+        self._thread.start()
+
+    def watch(self, sock: socket.socket, deadline: float, ready: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Reader closed")
+            self._new.append((sock, deadline, ready))
+            wake, self._woken = not self._woken, True
+        if wake:
+            self._wake()
+
+    def close(self) -> None:
+        """Stop the thread; what is still watched is dropped (its callers are gone too)."""
+        with self._lock:
+            self._closed = True
+        self._wake()
+        self._thread.join()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # the pair's buffer is full: the reader is woken anyway
+            self._wake_w.send(b"\0")
+
+    def _loop(self) -> None:
+        while True:
+            deadlines = [deadline for deadline, _ in self._watched.values()]
+            timeout = max(0.0, min(deadlines) - self._clock()) if deadlines else None
+            events = self._selector.select(timeout)
+            self._hold()  # what became readable while groups write is read once they are done
+            ready: list[Callable[[], None]] = []
+            for key, _ in events:
+                if key.fileobj is self._wake_r:
+                    if self._register_new(ready):
+                        return
+                else:
+                    self._selector.unregister(key.fd)
+                    ready.append(self._watched.pop(key.fd)[1])
+            now = self._clock()
+            for fd, (deadline, callback) in list(self._watched.items()):
+                if deadline <= now:
+                    self._selector.unregister(fd)
+                    del self._watched[fd]
+                    ready.append(callback)
+            for callback in ready:
+                callback()
+
+    def _register_new(self, ready: list[Callable[[], None]]) -> bool:
+        """Register what watch() queued (a socket that cannot be watched is ready at once: reading it
+        reports why); True once closed."""
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r.recv(4096):
+                pass
+        with self._lock:
+            new, self._new, self._woken, closed = self._new, [], False, self._closed
+        for sock, deadline, callback in new:
+            try:
+                self._selector.register(sock, selectors.EVENT_READ)
+            except (ValueError, KeyError, OSError):  # closed (fileno -1) or already watched
+                ready.append(callback)
+                continue
+            self._watched[sock.fileno()] = (deadline, callback)
+        return closed
+
+
+class SharedSender(GatedSender):
+    """GatedSender whose groups share one pool of threads and one Reader for the process (started on
+    first use, and again in a forked child). Build one per process."""
+
+    def __init__(self, width: int = MAX_PARALLEL_SENDS, threads: int = SHARED_THREADS) -> None:
+        super().__init__(width)
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._reader: Reader | None = None
+        self._pid = 0
+
+    def send(self, steps: RunSteps, group: Group, results: Results) -> None:
+        _SharedSending(self, steps, group, results).run()
+
+    def shared(self) -> tuple[ThreadPoolExecutor, Reader]:
+        with self._lock:
+            if self._pool is None or self._reader is None or self._pid != os.getpid():
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="send")
+                self._reader = Reader(hold=self.before_reading)
+                self._pid = os.getpid()
+            return self._pool, self._reader
+
+    def close(self) -> None:
+        with self._lock:
+            pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
+        if reader is not None:
+            reader.close()
+        if pool is not None:
+            pool.shutdown(wait=False)  # a run still reading is left to the sweeper, as the runtime's stop says
+
+
+class _SharedSending(_Sending):
+    """A group sent on its SharedSender's threads. Its runs judged at their instant (each waits for it,
+    and for its response, on a thread) get threads of the group's own, so they never hold shared ones."""
+
+    sender: SharedSender
+    reader: Reader
+
+    def run(self) -> None:
+        self.pool, self.reader = self.sender.shared()
+        with contextlib.ExitStack() as stack:
+            guarded: list[Future[Any]] = []
+            if self.group.at_instant:
+                own = stack.enter_context(ThreadPoolExecutor(
+                    max_workers=min(self.sender.width, len(self.group.at_instant)), thread_name_prefix="guarded"))
+                guarded = [own.submit(self._run_guarded, dispatch) for dispatch in self.group.at_instant]
+            futures = [self.pool.submit(self._prepare, slot) for slot in self.slots]
+            futures += self._send_in_order()
+            _wait_all(futures + guarded)
+
+    def _read_later(self, slot: _Slot) -> Future[Any]:
+        assert slot.prepared is not None and self.pool is not None
+        done: Future[Any] = Future()
+        pool = self.pool
+
+        def read() -> None:
+            try:
+                done.set_result(self._complete(slot))
+            except BaseException as exc:  # handed to the group, which re-raises it
+                done.set_exception(exc)
+
+        sock, deadline = slot.prepared.awaiting()
+        if sock is None:
+            pool.submit(read)
+        else:
+            self.reader.watch(sock, deadline, lambda: pool.submit(read))
+        return done

@@ -23,11 +23,11 @@ def insert_job(
     svc: Services, *, schedule: str, next_run_at: datetime, url: str = "http://127.0.0.1:9/hook",
     tenant_id: str | None = None, status: str = "active", retry: dict[str, Any] | None = None,
     method: str = "POST", body: str | None = '{"hello":1}', headers: dict[str, str] | None = None,
-    index: bool = True,
+    index: bool = True, timeout_seconds: int = 5,
 ) -> str:
     """A job row written straight to Postgres (as the API would) and indexed in Redis."""
     job_id = str(uuid.uuid4())
-    request = {"method": method, "url": url, "headers": headers or {}, "body": body, "timeout_seconds": 5}
+    request = {"method": method, "url": url, "headers": headers or {}, "body": body, "timeout_seconds": timeout_seconds}
     with svc.db.connection() as conn:
         tenant_id = tenant_id or find_tenant(conn, "t") or create_tenant(conn, "t")
         conn.execute(

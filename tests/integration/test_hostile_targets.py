@@ -5,6 +5,7 @@ Each must cost at most its own run, and every run, of every tenant, must end wit
 """
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -25,6 +26,7 @@ from tickwork.store import maintenance as maintenance_store
 from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
+from tickwork_local.sending import SharedSender
 
 BINARY = bytes(range(256)) * 2
 DRIP_BYTES = 40  # one every DRIP_SECONDS: the whole answer would take 10 s
@@ -221,6 +223,36 @@ def test_an_answer_dripping_a_byte_at_a_time_ends_the_attempt_at_its_timeout(hos
     assert outcome.status_code is None and outcome.error == "timeout: no response within 2s"
     # The whole answer would take 10 s; the margin is for a loaded machine.
     assert elapsed < 2 + 1.5, elapsed
+
+
+def test_the_local_shared_sender_reads_every_answer_and_ends_silent_and_dripping_ones_at_their_timeout(
+    services: Services, hostile: HostileTarget, slot: datetime,
+) -> None:
+    """SharedSender (make dev) waits for responses on its one reader thread, not a thread per request:
+    an answer is read once its bytes arrive, and a target that never answers, or answers a byte at a
+    time, still ends at the attempt's deadline."""
+    silent = socket.create_server(("127.0.0.1", 0))  # connections complete in the kernel; nothing answers
+    shared = SharedSender()
+    try:
+        with services.db.connection() as conn:
+            tenant = create_tenant(conn, "local")
+        for path in ("ok", "busy", "echo", "drip", "drip-head"):
+            _job(services, f"{hostile.url}/{path}", tenant, slot, timeout_seconds=2)
+        _job(services, f"http://127.0.0.1:{silent.getsockname()[1]}/silent", tenant, slot, timeout_seconds=2)
+        began = time.monotonic()
+        outcomes = _pinned_executor(replace(services, sender=shared), slot).run(_claim(services, slot))
+        elapsed = time.monotonic() - began
+    finally:
+        shared.close()
+        silent.close()
+    assert sorted(outcomes) == ["retrying"] * 4 + ["succeeded"] * 2
+    runs = _runs(services)
+    assert runs["ok"] == ("succeeded", 200, "ok", None)
+    assert runs["busy"] == ("retrying", 503, "try later", "HTTP 503")
+    assert runs["echo"][:2] == ("succeeded", 200) and runs["echo"][2].startswith("POST /echo HTTP/1.1")
+    timed_out = ("retrying", None, None, "timeout: no response within 2s")
+    assert [runs[path] for path in ("drip", "drip-head", "silent")] == [timed_out] * 3
+    assert elapsed < 2 + 1.5, elapsed  # the answers would take 10 s, or never come; margin for a loaded machine
 
 
 def test_an_attempt_whose_time_began_earlier_has_only_the_rest_of_it(hostile: HostileTarget) -> None:

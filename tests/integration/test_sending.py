@@ -1,4 +1,4 @@
-"""Which Sender sends an executor's groups: the plain bounded one in Lambda, the gated one locally.
+"""Which Sender sends an executor's groups: the plain bounded one in Lambda, the shared one locally.
 
 Both are reached the way their runtime reaches them: the executor handler (functions/executor/app.py)
 with services built from the environment, as in Lambda, or as the local runtime configures them.
@@ -22,7 +22,7 @@ from tickwork.settings import Settings
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 from tickwork_local.runtime import LocalRuntime
-from tickwork_local.sending import GatedSender
+from tickwork_local.sending import SharedSender
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
@@ -71,14 +71,14 @@ def test_the_executor_lambda_sends_a_group_with_the_plain_bounded_sender(
     assert sorted(r["path"] for r in target.requests) == ["/run0", "/run1", "/run2"]
 
 
-def test_the_local_runtime_sends_a_group_with_its_gated_sender(
+def test_the_local_runtime_sends_a_group_with_its_shared_sender(
     settings: Settings, handler: Handler, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     runtime = LocalRuntime(settings, port=0)
     runtime.start()
     try:
         local = wiring.services()  # what the runtime configured for the handlers it runs
-        assert isinstance(local.sender, GatedSender)
+        assert type(local.sender) is SharedSender
         sizes = _spy(monkeypatch, local.sender)
         unknown = [Dispatch(str(uuid.uuid4()), 1, to_ms(T0)) for _ in range(2)]  # no rows needed to reach the Sender
         event = executor_event(unknown)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -15,11 +15,11 @@ from tickwork import delivery
 from tickwork.interfaces import Group, Result, Sender
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.sending import BoundedSender
-from tickwork_local.sending import GatedSender
+from tickwork_local.sending import GatedSender, SharedSender
 
 T0_MS = 1_800_000_000_000
 WAIT_SECONDS = 10.0
-SENDERS: list[Callable[[], Sender]] = [BoundedSender, GatedSender]
+SENDERS: list[Callable[[], Sender]] = [BoundedSender, GatedSender, SharedSender]
 OK = delivery.Outcome(200, "ok", None, 1)
 
 
@@ -29,6 +29,9 @@ class FakePrepared:
 
     def complete(self) -> delivery.Outcome:
         return OK
+
+    def awaiting(self) -> tuple[None, float]:
+        return None, 0.0
 
 
 class FakeSteps:
@@ -82,6 +85,13 @@ class Collected:
         self.not_started_[dispatch.execution_id] = reason
 
 
+@pytest.fixture(params=SENDERS, ids=lambda make: make.__name__)
+def sender(request: pytest.FixtureRequest) -> Iterator[Sender]:
+    made = request.param()
+    yield made
+    made.close()
+
+
 def _run(run_id: str) -> StartedExecution:
     return StartedExecution(run_id, "job", "tenant", datetime(2027, 1, 15, 8, tzinfo=timezone.utc), 1, {}, {})
 
@@ -91,16 +101,14 @@ def _ahead(*runs: tuple[str, int]) -> list[tuple[Dispatch, StartedExecution]]:
     return [(Dispatch(run_id, 1, T0_MS + offset), _run(run_id)) for run_id, offset in runs]
 
 
-@pytest.mark.parametrize("make", SENDERS)
-def test_every_run_is_sent_once_at_its_instant_in_instant_order(make: Callable[[], Sender]) -> None:
+def test_every_run_is_sent_once_at_its_instant_in_instant_order(sender: Sender) -> None:
     steps, results = FakeSteps(ready_first=4), Collected()
-    make().send(steps, Group(_ahead(("a", 0), ("b", 0), ("c", 250), ("d", 900)), []), results)
+    sender.send(steps, Group(_ahead(("a", 0), ("b", 0), ("c", 250), ("d", 900)), []), results)
     assert steps.sent == [("a", T0_MS), ("b", T0_MS), ("c", T0_MS + 250), ("d", T0_MS + 900)]
     assert sorted((run.id, outcome) for run, _, outcome in results.results) == [(r, OK) for r in "abcd"]
 
 
-@pytest.mark.parametrize("make", SENDERS)
-def test_a_run_still_getting_ready_at_its_instant_is_sent_by_its_preparation(make: Callable[[], Sender]) -> None:
+def test_a_run_still_getting_ready_at_its_instant_is_sent_by_its_preparation(sender: Sender) -> None:
     steps, results = FakeSteps(), Collected()
     later_sent = threading.Event()
 
@@ -118,25 +126,23 @@ def test_a_run_still_getting_ready_at_its_instant_is_sent_by_its_preparation(mak
         return sent_at
 
     steps.fire = fire  # type: ignore[method-assign]
-    make().send(steps, Group(_ahead(("slow", 0), ("later", 500)), []), results)
+    sender.send(steps, Group(_ahead(("slow", 0), ("later", 500)), []), results)
     assert steps.sent == [("later", T0_MS + 500), ("slow", T0_MS + 500)]
     assert sorted(run.id for run, _, _ in results.results) == ["later", "slow"]
 
 
-@pytest.mark.parametrize("make", SENDERS)
 def test_runs_judged_at_their_instant_are_handed_over_with_why_they_did_not_start(
-    make: Callable[[], Sender],
+    sender: Sender,
 ) -> None:
     steps, results = FakeSteps(), Collected()
     steps.guarded = {"skipped-one": "skipped"}
     guarded = [Dispatch("skipped-one", 1, T0_MS), Dispatch("started-one", 1, T0_MS)]
-    make().send(steps, Group(_ahead(("ahead", 0)), guarded), results)
+    sender.send(steps, Group(_ahead(("ahead", 0)), guarded), results)
     assert results.not_started_ == {"skipped-one": "skipped"}
     assert sorted(run.id for run, _, _ in results.results) == ["ahead", "started-one"]
 
 
-@pytest.mark.parametrize("make", SENDERS)
-def test_a_failing_step_is_raised_once_the_other_runs_are_handed_over(make: Callable[[], Sender]) -> None:
+def test_a_failing_step_is_raised_once_the_other_runs_are_handed_over(sender: Sender) -> None:
     steps, results = FakeSteps(), Collected()
 
     def broken(run: StartedExecution) -> None:
@@ -145,5 +151,5 @@ def test_a_failing_step_is_raised_once_the_other_runs_are_handed_over(make: Call
 
     steps.prepare_hook = broken
     with pytest.raises(RuntimeError, match="prepare failed"):
-        make().send(steps, Group(_ahead(("broken", 0), ("fine", 0), ("later", 100)), []), results)
+        sender.send(steps, Group(_ahead(("broken", 0), ("fine", 0), ("later", 100)), []), results)
     assert sorted(run.id for run, _, _ in results.results) == ["fine", "later"]

@@ -19,6 +19,7 @@ of the request's secrets that a target echoes are redacted from what is kept of 
 from __future__ import annotations
 
 import http.client
+import socket
 import ssl
 import threading
 import time
@@ -200,6 +201,13 @@ class Prepared:
             self._retry_on_new_connection()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
+
+    def awaiting(self) -> tuple[socket.socket | None, float]:
+        """The socket the response will arrive on and the attempt's deadline, once fired; None when
+        complete() has nothing to wait for (nothing was sent, or the write failed)."""
+        if self.error is not None or self.conn is None or self._fired is None or self._send_error is not None:
+            return None, 0.0
+        return self.conn.sock, self.deadline
 
     def complete(self) -> Outcome:
         """Read the response (fire first), classify it and keep the connection if it can be reused."""

@@ -87,3 +87,7 @@ class Sender(Protocol):
     """
 
     def send(self, steps: RunSteps, group: Group, results: Results) -> None: ...
+
+    def close(self) -> None:
+        """Release what the Sender keeps between groups (threads a local one shares), if anything."""
+        ...

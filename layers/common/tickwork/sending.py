@@ -41,6 +41,9 @@ class BoundedSender:
     def before_reading(self) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
 
 @dataclass
 class _Slot:
@@ -94,9 +97,13 @@ class _Sending:
                         self._send(slot)
                         sent.append(slot)
                     i += 1
-            assert self.pool is not None
-            futures += [self.pool.submit(self._complete, slot) for slot in sent]
+            futures += [self._read_later(slot) for slot in sent]
         return futures
+
+    def _read_later(self, slot: _Slot) -> Future[Any]:
+        """Await and read a sent run's response on one of the group's threads."""
+        assert self.pool is not None
+        return self.pool.submit(self._complete, slot)
 
     def _prepare(self, slot: _Slot) -> None:
         prepared = self.steps.prepare(slot.run)

@@ -35,6 +35,7 @@ class Services:
             self.keyring = build_keyring(self.settings)
 
     def close(self) -> None:
+        self.sender.close()
         self.db.close()
         self.redis.close()
 

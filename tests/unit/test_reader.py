@@ -1,0 +1,127 @@
+"""tickwork_local.sending.Reader: the one thread that waits for every sent request's response.
+
+Real sockets (a socketpair stands in for a connection to a target); events with generous timeouts, and
+negative checks only over short waits, which a loaded machine cannot turn into false failures.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Iterator
+
+import pytest
+
+from tickwork_local.sending import Reader
+
+WAIT_SECONDS = 10.0
+QUIET_SECONDS = 0.2  # long enough for a wrong callback to show up, short enough to keep the suite fast
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    ours, theirs = socket.socketpair()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+@pytest.fixture
+def reader() -> Iterator[Reader]:
+    made = Reader()
+    yield made
+    made.close()
+
+
+def test_a_watched_socket_is_handed_over_once_its_answer_arrives_and_not_before(
+    reader: Reader, pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, theirs = pair
+    called: list[float] = []
+    ready = threading.Event()
+    reader.watch(ours, time.monotonic() + 60, lambda: (called.append(time.monotonic()), ready.set()))
+    assert not ready.wait(QUIET_SECONDS)
+    answered = time.monotonic()
+    theirs.send(b"HTTP/1.1 200 OK\r\n")
+    assert ready.wait(WAIT_SECONDS)
+    assert len(called) == 1 and called[0] >= answered
+    assert ours.recv(100) == b"HTTP/1.1 200 OK\r\n"  # the reader only watched: the bytes are the reader's caller's
+    time.sleep(QUIET_SECONDS)
+    assert len(called) == 1  # handed over once, though the socket stays readable until it is read
+
+
+def test_a_socket_that_stays_silent_is_handed_over_at_its_deadline(
+    reader: Reader, pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, _ = pair
+    called: list[float] = []
+    ready = threading.Event()
+    deadline = time.monotonic() + 0.3
+    reader.watch(ours, deadline, lambda: (called.append(time.monotonic()), ready.set()))
+    assert ready.wait(WAIT_SECONDS)
+    assert called[0] >= deadline
+
+
+def test_many_sockets_are_each_handed_over_by_what_happens_to_them(reader: Reader) -> None:
+    pairs = [socket.socketpair() for _ in range(20)]
+    try:
+        handed: dict[int, str] = {}
+        done = threading.Semaphore(0)
+
+        def ready(i: int, why: str) -> None:
+            handed[i] = why
+            done.release()
+
+        for i, (ours, _) in enumerate(pairs):
+            deadline = time.monotonic() + (0.2 if i % 2 else 60)
+            reader.watch(ours, deadline, lambda i=i: ready(i, "answer" if i % 2 == 0 else "deadline"))
+        for ours, theirs in pairs[::2]:
+            theirs.send(b"x")
+        for _ in pairs:
+            assert done.acquire(timeout=WAIT_SECONDS)
+        assert handed == {i: "answer" if i % 2 == 0 else "deadline" for i in range(20)}
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+
+
+def test_nothing_is_handed_over_while_hold_holds_it(pair: tuple[socket.socket, socket.socket]) -> None:
+    """SharedSender's hold waits while groups write their instant's requests; the reader keeps what
+    became readable until then."""
+    ours, theirs = pair
+    writing = threading.Event()
+    writing.set()
+    held = Reader(hold=lambda: _wait_while(writing))
+    try:
+        ready = threading.Event()
+        held.watch(ours, time.monotonic() + 60, ready.set)
+        theirs.send(b"x")
+        assert not ready.wait(QUIET_SECONDS)
+        writing.clear()
+        assert ready.wait(WAIT_SECONDS)
+    finally:
+        held.close()
+
+
+def _wait_while(flag: threading.Event) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while flag.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_closed_socket_is_handed_over_at_once(reader: Reader, pair: tuple[socket.socket, socket.socket]) -> None:
+    """Reading it then fails the attempt with the error a blocking read would have had."""
+    ours, _ = pair
+    ours.close()
+    ready = threading.Event()
+    reader.watch(ours, time.monotonic() + 60, ready.set)
+    assert ready.wait(WAIT_SECONDS)
+
+
+def test_a_closed_reader_refuses_new_sockets_and_its_thread_is_gone(pair: tuple[socket.socket, socket.socket]) -> None:
+    made = Reader()
+    made.close()
+    assert not made._thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        made.watch(pair[0], time.monotonic() + 1, lambda: None)
