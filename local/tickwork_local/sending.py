@@ -13,6 +13,7 @@ threads belong to one group. Here many groups are under way in one process at on
   - no thread blocks waiting for a response: one reader thread watches the socket of every request sent
     and hands the response to the pool once its first bytes are there, or once the attempt's deadline
     has passed (reading it then fails the attempt as a blocking read would have);
+  - the garbage collector is off while groups write (Writers).
   At 1,000 runs a second this is the difference between keeping up and falling behind for good
   (docs/benchmarks.md, bottleneck 12); with 500 a second per process, as in the benchmark's executor
   processes, it measured slower than GatedSender, so those keep GatedSender.
@@ -20,6 +21,7 @@ threads belong to one group. Here many groups are under way in one process at on
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import selectors
 import socket
@@ -39,22 +41,33 @@ SHARED_THREADS = 16
 
 
 class Writers:
-    """Groups of this process writing their instant's requests right now."""
+    """Groups of this process writing their instant's requests right now. With `pause_gc`, the garbage
+    collector is off while any of them writes: a collection (tens of milliseconds in a process holding
+    the poller, the API and every executor) would otherwise hold the GIL in the middle of an instant.
+    What the writes leave behind is collected once they are done."""
 
-    def __init__(self) -> None:
+    def __init__(self, pause_gc: bool = False) -> None:
         self._changed = threading.Condition()
         self._count = 0
+        self._pause_gc = pause_gc
+        self._paused = False  # the collector was on, and is off while groups write
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
         with self._changed:
             self._count += 1
+            if self._count == 1 and self._pause_gc and gc.isenabled():
+                gc.disable()
+                self._paused = True
         try:
             yield
         finally:
             with self._changed:
                 self._count -= 1
                 if not self._count:
+                    if self._paused:
+                        gc.enable()
+                        self._paused = False
                     self._changed.notify_all()
 
     def wait_until_none(self, timeout: float) -> None:
@@ -66,9 +79,9 @@ class GatedSender(BoundedSender):
     """BoundedSender whose groups hold back reading responses while any of them writes (up to
     MAX_READ_DEFER_SECONDS). Build one per process: its Writers are what the groups share."""
 
-    def __init__(self, width: int = MAX_PARALLEL_SENDS) -> None:
+    def __init__(self, width: int = MAX_PARALLEL_SENDS, pause_gc: bool = False) -> None:
         super().__init__(width)
-        self.writers = Writers()
+        self.writers = Writers(pause_gc)
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
         return self.writers.held()
@@ -169,7 +182,7 @@ class SharedSender(GatedSender):
     first use, and again in a forked child). Build one per process."""
 
     def __init__(self, width: int = MAX_PARALLEL_SENDS, threads: int = SHARED_THREADS) -> None:
-        super().__init__(width)
+        super().__init__(width, pause_gc=True)
         self.threads = threads
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None

@@ -1,10 +1,12 @@
-"""tickwork_local.sending.Reader: the one thread that waits for every sent request's response.
+"""tickwork_local.sending: the Reader, the one thread that waits for every sent request's response, and
+Writers, which groups hold while they write an instant's requests.
 
 Real sockets (a socketpair stands in for a connection to a target); events with generous timeouts, and
 negative checks only over short waits, which a loaded machine cannot turn into false failures.
 """
 from __future__ import annotations
 
+import gc
 import socket
 import threading
 import time
@@ -12,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from tickwork_local.sending import Reader
+from tickwork_local.sending import Reader, Writers
 
 WAIT_SECONDS = 10.0
 QUIET_SECONDS = 0.2  # long enough for a wrong callback to show up, short enough to keep the suite fast
@@ -125,3 +127,43 @@ def test_a_closed_reader_refuses_new_sockets_and_its_thread_is_gone(pair: tuple[
     assert not made._thread.is_alive()
     with pytest.raises(RuntimeError, match="closed"):
         made.watch(pair[0], time.monotonic() + 1, lambda: None)
+
+
+@pytest.fixture
+def collector_on() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+def test_the_collector_is_off_while_any_group_writes_and_on_again_after_the_last(collector_on: None) -> None:
+    writers = Writers(pause_gc=True)
+    with writers.held():
+        assert not gc.isenabled()
+        with writers.held():  # a second group starts before the first is done
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first is still writing
+    assert gc.isenabled()
+
+
+def test_a_collector_switched_off_by_someone_else_stays_off(collector_on: None) -> None:
+    writers = Writers(pause_gc=True)
+    gc.disable()
+    with writers.held():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_writers_without_pause_gc_leave_the_collector_alone(collector_on: None) -> None:
+    with Writers().held():
+        assert gc.isenabled()
+
+
+def test_the_collector_is_back_on_when_a_write_raises(collector_on: None) -> None:
+    writers = Writers(pause_gc=True)
+    with pytest.raises(OSError):
+        with writers.held():
+            raise OSError("broken pipe")
+    assert gc.isenabled()
