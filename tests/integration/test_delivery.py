@@ -91,6 +91,36 @@ def test_getting_ready_opens_the_connection_and_firing_only_writes(target: Targe
     assert [(r["method"], r["body"]) for r in target.requests] == [("PUT", "hi")]
 
 
+class _CountingSocket:
+    """The connection's socket, noting each write."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self.writes: list[bytes] = []
+
+    def sendall(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self._sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def test_firing_writes_the_head_and_the_body_in_one_send(target: Target) -> None:
+    """One system call at the instant, and a small request reaches the target in one segment."""
+    prepared = prepare(Connections(), {"method": "POST", "url": target.url + "/x", "body": '{"a":1}'}, {}, timeout=5)
+    assert prepared.conn is not None
+    counting = _CountingSocket(prepared.conn.sock)
+    prepared.conn.sock = counting  # type: ignore[assignment]
+    prepared.fire()
+    assert len(counting.writes) == 1
+    head, _, body = counting.writes[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /x HTTP/1.1\r\n") and b"\r\ncontent-length: 7" in head.lower()
+    assert body == b'{"a":1}'
+    assert prepared.complete().status_code == 200
+    assert [(r["method"], r["body"]) for r in target.requests] == [("POST", '{"a":1}')]
+
+
 def test_a_target_that_cannot_be_reached_fails_when_getting_ready_and_fires_nothing() -> None:
     prepared = prepare(Connections(), {"url": "http://127.0.0.1:9/x?token=SECRET"}, {}, timeout=2)
     assert prepared.error == "connection failed: could not connect"
