@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import selectors
 import socket
 import threading
@@ -31,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 from tickwork.interfaces import Group, Results, RunSteps
-from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender, _Sending, _Slot, _wait_all
+from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender, _Sending, _Slot
 
 # The longest a response is left unread because other groups of the process are still writing.
 MAX_READ_DEFER_SECONDS = 0.05
@@ -94,12 +93,11 @@ class Reader:
     """One thread waiting for the responses of every request a process sent.
 
     `watch(sock, deadline, ready)` calls `ready()` once, on the reader's thread, when `sock` is readable
-    or `deadline` (on `clock`, time.monotonic() by default) has passed, whichever comes first; `ready`
+    or `deadline` (time.monotonic(), as attempts' deadlines are) has passed, whichever comes first; `ready`
     must not block. Before handing anything over, the reader calls `hold()` (which may wait a little)."""
 
-    def __init__(self, hold: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, hold: Callable[[], None] = lambda: None) -> None:
         self._hold = hold
-        self._clock = clock
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         for end in (self._wake_r, self._wake_w):
@@ -139,7 +137,7 @@ class Reader:
     def _loop(self) -> None:
         while True:
             deadlines = [deadline for deadline, _ in self._watched.values()]
-            timeout = max(0.0, min(deadlines) - self._clock()) if deadlines else None
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             events = self._selector.select(timeout)
             self._hold()  # what became readable while groups write is read once they are done
             ready: list[Callable[[], None]] = []
@@ -150,7 +148,7 @@ class Reader:
                 else:
                     self._selector.unregister(key.fd)
                     ready.append(self._watched.pop(key.fd)[1])
-            now = self._clock()
+            now = time.monotonic()
             for fd, (deadline, callback) in list(self._watched.items()):
                 if deadline <= now:
                     self._selector.unregister(fd)
@@ -179,7 +177,7 @@ class Reader:
 
 class SharedSender(GatedSender):
     """GatedSender whose groups share one pool of threads and one Reader for the process (started on
-    first use, and again in a forked child). Build one per process."""
+    first use). Build one per process."""
 
     def __init__(self, width: int = MAX_PARALLEL_SENDS, threads: int = SHARED_THREADS) -> None:
         super().__init__(width, pause_gc=True)
@@ -187,17 +185,15 @@ class SharedSender(GatedSender):
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._reader: Reader | None = None
-        self._pid = 0
 
     def send(self, steps: RunSteps, group: Group, results: Results) -> None:
         _SharedSending(self, steps, group, results).run()
 
     def shared(self) -> tuple[ThreadPoolExecutor, Reader]:
         with self._lock:
-            if self._pool is None or self._reader is None or self._pid != os.getpid():
+            if self._pool is None or self._reader is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="send")
                 self._reader = Reader(hold=self.before_reading)
-                self._pid = os.getpid()
             return self._pool, self._reader
 
     def close(self) -> None:
@@ -217,19 +213,17 @@ class _SharedSending(_Sending):
     reader: Reader
 
     def run(self) -> None:
-        self.pool, self.reader = self.sender.shared()
-        with contextlib.ExitStack() as stack:
-            guarded: list[Future[Any]] = []
-            if self.group.at_instant:
-                own = stack.enter_context(ThreadPoolExecutor(
-                    max_workers=min(self.sender.width, len(self.group.at_instant)), thread_name_prefix="guarded"))
-                guarded = [own.submit(self._run_guarded, dispatch) for dispatch in self.group.at_instant]
-            futures = [self.pool.submit(self._prepare, slot) for slot in self.slots]
-            futures += self._send_in_order()
-            _wait_all(futures + guarded)
+        pool, self.reader = self.sender.shared()
+        # Its threads start only as runs are submitted: none for a group without runs judged at the instant.
+        with ThreadPoolExecutor(max_workers=max(1, min(self.sender.width, len(self.group.at_instant))),
+                                thread_name_prefix="guarded") as guarded:
+            self.run_on(pool, guarded)
 
     def _read_later(self, slot: _Slot) -> Future[Any]:
         assert slot.prepared is not None and self.pool is not None
+        sock, deadline = slot.prepared.awaiting()
+        if sock is None:  # nothing to wait for: reading reports what happened
+            return super()._read_later(slot)
         done: Future[Any] = Future()
         pool = self.pool
 
@@ -239,9 +233,5 @@ class _SharedSending(_Sending):
             except BaseException as exc:  # handed to the group, which re-raises it
                 done.set_exception(exc)
 
-        sock, deadline = slot.prepared.awaiting()
-        if sock is None:
-            pool.submit(read)
-        else:
-            self.reader.watch(sock, deadline, lambda: pool.submit(read))
+        self.reader.watch(sock, deadline, lambda: pool.submit(read))
         return done

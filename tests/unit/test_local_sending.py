@@ -35,33 +35,43 @@ def reader() -> Iterator[Reader]:
     made.close()
 
 
+class Handed:
+    """A `ready` callback noting when the reader called it."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+        self.event = threading.Event()
+
+    def __call__(self) -> None:
+        self.at.append(time.monotonic())
+        self.event.set()
+
+
 def test_a_watched_socket_is_handed_over_once_its_answer_arrives_and_not_before(
     reader: Reader, pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, theirs = pair
-    called: list[float] = []
-    ready = threading.Event()
-    reader.watch(ours, time.monotonic() + 60, lambda: (called.append(time.monotonic()), ready.set()))
-    assert not ready.wait(QUIET_SECONDS)
+    handed = Handed()
+    reader.watch(ours, time.monotonic() + 60, handed)
+    assert not handed.event.wait(QUIET_SECONDS)
     answered = time.monotonic()
     theirs.send(b"HTTP/1.1 200 OK\r\n")
-    assert ready.wait(WAIT_SECONDS)
-    assert len(called) == 1 and called[0] >= answered
+    assert handed.event.wait(WAIT_SECONDS)
+    assert len(handed.at) == 1 and handed.at[0] >= answered
     assert ours.recv(100) == b"HTTP/1.1 200 OK\r\n"  # the reader only watched: the bytes are the reader's caller's
     time.sleep(QUIET_SECONDS)
-    assert len(called) == 1  # handed over once, though the socket stays readable until it is read
+    assert len(handed.at) == 1  # handed over once, though the socket stays readable until it is read
 
 
 def test_a_socket_that_stays_silent_is_handed_over_at_its_deadline(
     reader: Reader, pair: tuple[socket.socket, socket.socket],
 ) -> None:
     ours, _ = pair
-    called: list[float] = []
-    ready = threading.Event()
+    handed = Handed()
     deadline = time.monotonic() + 0.3
-    reader.watch(ours, deadline, lambda: (called.append(time.monotonic()), ready.set()))
-    assert ready.wait(WAIT_SECONDS)
-    assert called[0] >= deadline
+    reader.watch(ours, deadline, handed)
+    assert handed.event.wait(WAIT_SECONDS)
+    assert handed.at[0] >= deadline
 
 
 def test_many_sockets_are_each_handed_over_by_what_happens_to_them(reader: Reader) -> None:

@@ -73,11 +73,16 @@ class _Sending:
         # Threads per invocation: kept per environment instead, they measured slower in the local runtime.
         with ThreadPoolExecutor(max_workers=min(self.sender.width, len(self.group)),
                                 thread_name_prefix="send") as pool:
-            self.pool = pool
-            futures = [pool.submit(self._prepare, slot) for slot in self.slots]
-            futures += [pool.submit(self._run_guarded, d) for d in self.group.at_instant]
-            futures += self._send_in_order()
-            _wait_all(futures)
+            self.run_on(pool, pool)
+
+    def run_on(self, pool: ThreadPoolExecutor, guarded: ThreadPoolExecutor) -> None:
+        """Ready the runs and read their responses on `pool`, judge those at their instant on `guarded`,
+        send in instant order on this thread; return once every run is handed over."""
+        self.pool = pool
+        futures = [pool.submit(self._prepare, slot) for slot in self.slots]
+        futures += [guarded.submit(self._run_guarded, d) for d in self.group.at_instant]
+        futures += self._send_in_order()
+        _wait_all(futures)
 
     def _send_in_order(self) -> list[Future[Any]]:
         """At each instant, send the runs due then that are ready; a run still getting ready is sent by
