@@ -9,7 +9,8 @@ threads belong to one group. Here many groups are under way in one process at on
 - SharedSender (`make dev`, where the poller, the API and every executor share one process): gated the
   same way, and besides
   - its groups get their runs ready and read their responses on one pool of threads for the process,
-    instead of a pool started for every group (about a thread started and joined per run);
+    instead of a pool started for every group (about a thread started and joined per run); a run blocked
+    on its target gets a thread added beside it (tickwork.pool), so such runs cannot use the pool up;
   - no thread blocks waiting for a response: one reader thread watches the socket of every request sent
     and hands the response to the pool once its first bytes are there, or once the attempt's deadline
     has passed (reading it then fails the attempt as a blocking read would have);
@@ -30,12 +31,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 from tickwork.interfaces import Group, Results, RunSteps
+from tickwork.pool import ElasticPool
 from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender, _Sending, _Slot
 
 # The longest a response is left unread because other groups of the process are still writing.
 MAX_READ_DEFER_SECONDS = 0.05
 # SharedSender's threads for the whole process, getting runs ready and reading responses. Getting ready
-# may open a connection, so a remote target's round trip holds one.
+# may open a connection, so a remote target's round trip holds one; a run blocked on its target for
+# longer gets a thread added beside it (ElasticPool).
 SHARED_THREADS = 16
 
 
@@ -183,16 +186,16 @@ class SharedSender(GatedSender):
         super().__init__(width, pause_gc=True)
         self.threads = threads
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ElasticPool | None = None
         self._reader: Reader | None = None
 
     def send(self, steps: RunSteps, group: Group, results: Results) -> None:
         _SharedSending(self, steps, group, results).run()
 
-    def shared(self) -> tuple[ThreadPoolExecutor, Reader]:
+    def shared(self) -> tuple[ElasticPool, Reader]:
         with self._lock:
             if self._pool is None or self._reader is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="send")
+                self._pool = ElasticPool(self.threads, name="send")
                 self._reader = Reader(hold=self.before_reading)
             return self._pool, self._reader
 

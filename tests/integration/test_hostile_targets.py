@@ -21,6 +21,7 @@ from tickwork.executor import Executor, http_client
 from tickwork.maintenance import run_maintenance
 from tickwork.models import Dispatch
 from tickwork.poller import Poller
+from tickwork.sending import BoundedSender
 from tickwork.store import executions as executions_store
 from tickwork.store import maintenance as maintenance_store
 from tickwork.store.tenants import create_tenant
@@ -42,6 +43,7 @@ class HostileTarget:
         self.open_connections = 0
         self.requests_served = 0
         self.drip_stopped: list[float] = []  # when each drip noticed that its client had gone
+        self.first_served: dict[str, float] = {}  # path -> time.monotonic() of its first request
         self._lock = threading.Lock()
         target = self
 
@@ -75,9 +77,10 @@ class HostileTarget:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        path = handler.path.split("?", 1)[0]
         with self._lock:
             self.requests_served += 1
-        path = handler.path.split("?", 1)[0]
+            self.first_served.setdefault(path, time.monotonic())
         if path in ("/drip", "/drip-head"):
             self._drip(handler, head=path == "/drip-head")
             return
@@ -253,6 +256,39 @@ def test_the_local_shared_sender_reads_every_answer_and_ends_silent_and_dripping
     timed_out = ("retrying", None, None, "timeout: no response within 2s")
     assert [runs[path] for path in ("drip", "drip-head", "silent")] == [timed_out] * 3
     assert elapsed < 2 + 1.5, elapsed  # the answers would take 10 s, or never come; margin for a loaded machine
+
+
+def test_runs_whose_target_never_opens_a_connection_hold_back_no_other_run_of_their_group(
+    services: Services, hostile: HostileTarget, slot: datetime,
+) -> None:
+    """A host that drops connection attempts (a full accept queue stands in for it) holds each of its runs
+    for the whole timeout while it connects. More of them than the group has threads, ahead of another
+    tenant's run in the same group, must not hold that run back: it is sent well before they end."""
+    dropping = socket.create_server(("127.0.0.1", 0), backlog=0)
+    filler = socket.create_connection(dropping.getsockname())  # the queue is full: further attempts hang
+    try:
+        with services.db.connection() as conn:
+            first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
+        for n in range(3):
+            _job(services, f"http://127.0.0.1:{dropping.getsockname()[1]}/dropped-{n}", first, slot,
+                 timeout_seconds=4)
+        ok_job = _job(services, f"{hostile.url}/ok", second, slot)
+        claimed = _claim(services, slot)
+        with services.db.connection() as conn:
+            (ok_run,) = conn.execute("SELECT id::text FROM executions WHERE job_id = %s", (ok_job,)).fetchone()
+        # The other tenant's run last: the group readies its runs in this order, on 2 threads.
+        group = sorted(claimed, key=lambda dispatch: dispatch.execution_id == ok_run)
+        began = time.monotonic()
+        outcomes = _pinned_executor(replace(services, sender=BoundedSender(width=2)), slot).run(group)
+        elapsed = time.monotonic() - began
+    finally:
+        filler.close()
+        dropping.close()
+    assert outcomes == ["retrying"] * 3 + ["succeeded"]
+    assert hostile.first_served["/ok"] - began < 2.5  # with 2 threads only: after the first 4 s timeouts
+    runs = _runs(services)
+    assert [runs[f"dropped-{n}"] for n in range(3)] == [("retrying", None, None, "timeout: no response within 4s")] * 3
+    assert elapsed < 4 + 1.5, elapsed  # all three at once, each within its timeout; margin for a loaded machine
 
 
 def test_an_attempt_whose_time_began_earlier_has_only_the_rest_of_it(hostile: HostileTarget) -> None:

@@ -14,8 +14,8 @@ import pytest
 from tickwork import delivery
 from tickwork.interfaces import Group, Result, Sender
 from tickwork.models import Dispatch, StartedExecution
-from tickwork.sending import BoundedSender
-from tickwork_local.sending import GatedSender, SharedSender
+from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender
+from tickwork_local.sending import SHARED_THREADS, GatedSender, SharedSender
 
 T0_MS = 1_800_000_000_000
 WAIT_SECONDS = 10.0
@@ -24,10 +24,13 @@ OK = delivery.Outcome(200, "ok", None, 1)
 
 
 class FakePrepared:
-    def __init__(self, run: StartedExecution) -> None:
+    def __init__(self, run: StartedExecution, complete_hook: Callable[[StartedExecution], None] = lambda run: None,
+                 ) -> None:
         self.run = run
+        self.complete_hook = complete_hook
 
     def complete(self) -> delivery.Outcome:
+        self.complete_hook(self.run)
         return OK
 
     def awaiting(self) -> tuple[None, float]:
@@ -45,6 +48,7 @@ class FakeSteps:
         self.sent: list[tuple[str, int]] = []
         self.lock = threading.Lock()
         self.prepare_hook: Callable[[StartedExecution], None] = lambda run: None
+        self.complete_hook: Callable[[StartedExecution], None] = lambda run: None  # reading the response
         self.guarded: dict[str, str] = {}  # execution id -> why it does not start
         self._ready = threading.Semaphore(0)
         self._ready_first = ready_first
@@ -52,7 +56,7 @@ class FakeSteps:
     def prepare(self, run: StartedExecution) -> FakePrepared:
         self.prepare_hook(run)
         self._ready.release()
-        return FakePrepared(run)
+        return FakePrepared(run, self.complete_hook)
 
     def wait_until(self, fire_at_ms: int) -> None:
         for _ in range(self._ready_first):
@@ -77,9 +81,17 @@ class Collected:
     def __init__(self) -> None:
         self.results: list[Result] = []
         self.not_started_: dict[str, str] = {}
+        self.handed = threading.Condition()
 
     def put(self, result: Result) -> None:
-        self.results.append(result)
+        with self.handed:
+            self.results.append(result)
+            self.handed.notify_all()
+
+    def wait_for(self, run_id: str) -> Result | None:
+        with self.handed:
+            self.handed.wait_for(lambda: any(run.id == run_id for run, _, _ in self.results), WAIT_SECONDS)
+            return next((r for r in self.results if r[0].id == run_id), None)
 
     def not_started(self, dispatch: Dispatch, reason: str) -> None:
         self.not_started_[dispatch.execution_id] = reason
@@ -153,3 +165,62 @@ def test_a_failing_step_is_raised_once_the_other_runs_are_handed_over(sender: Se
     with pytest.raises(RuntimeError, match="prepare failed"):
         sender.send(steps, Group(_ahead(("broken", 0), ("fine", 0), ("later", 100)), []), results)
     assert sorted(run.id for run, _, _ in results.results) == ["fine", "later"]
+
+
+def _blocking(runs: int, stage: str, release: threading.Event) -> tuple[FakeSteps, threading.Semaphore]:
+    """Steps on which runs named stuck-* block getting ready or reading (`stage`) until `release`, and a
+    semaphore counting those that have begun to. To block reading, all `runs` are ready before their
+    instant: every response is then read after the instant's writes, in instant order."""
+    steps, entered = FakeSteps(ready_first=runs if stage == "complete" else 0), threading.Semaphore(0)
+
+    def block(run: StartedExecution) -> None:
+        if run.id.startswith("stuck-"):
+            entered.release()
+            release.wait(3 * WAIT_SECONDS)  # outlasts every wait of the test: a run held back shows
+
+    setattr(steps, f"{stage}_hook", block)
+    return steps, entered
+
+
+@pytest.mark.parametrize("stage", ["prepare", "complete"])
+def test_a_run_behind_more_runs_blocked_on_their_target_than_the_group_has_threads_still_goes(
+    sender: Sender, stage: str,
+) -> None:
+    """Targets that never open a connection (getting ready) or answer a byte at a time (reading) hold
+    back their own runs only, however many of them share a group with another tenant's run."""
+    results, release = Collected(), threading.Event()
+    steps, _ = _blocking(2 * MAX_PARALLEL_SENDS + 1, stage, release)
+    group = Group(_ahead(*[(f"stuck-{i}", 0) for i in range(2 * MAX_PARALLEL_SENDS)], ("other", 0)), [])
+    sending = threading.Thread(target=sender.send, args=(steps, group, results))
+    sending.start()
+    try:
+        assert results.wait_for("other") is not None  # before any stuck one is released
+    finally:
+        release.set()
+        sending.join(WAIT_SECONDS)
+    assert len(results.results) == 2 * MAX_PARALLEL_SENDS + 1
+
+
+@pytest.mark.parametrize("stage", ["prepare", "complete"])
+def test_a_group_whose_runs_block_on_their_target_holds_back_no_other_groups_runs(sender: Sender, stage: str) -> None:
+    """Targets that never open a connection (getting ready) or answer a byte at a time (reading), more of
+    them at once than a process shares threads, hold back their own runs only."""
+    release = threading.Event()
+    blocked_steps, entered = _blocking(2 * SHARED_THREADS, stage, release)
+    stuck = Group(_ahead(*[(f"stuck-{i}", 0) for i in range(2 * SHARED_THREADS)]), [])
+    blocking = threading.Thread(target=sender.send, args=(blocked_steps, stuck, Collected()))
+    other_steps, other_results, other_done = FakeSteps(), Collected(), threading.Event()
+    other = threading.Thread(target=lambda: (sender.send(other_steps, Group(_ahead(("other", 0)), []), other_results),
+                                             other_done.set()))
+    blocking.start()
+    try:
+        for _ in range(SHARED_THREADS):  # every thread a process shares is now held
+            assert entered.acquire(timeout=WAIT_SECONDS)
+        other.start()
+        assert other_done.wait(WAIT_SECONDS)  # with no thread added for it: only once the others are released
+        assert [(run.id, outcome) for run, _, outcome in other_results.results] == [("other", OK)]
+    finally:
+        release.set()
+        blocking.join(WAIT_SECONDS)
+        other.join(WAIT_SECONDS)
+    assert len(blocked_steps.sent) == 2 * SHARED_THREADS

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tickwork.interfaces import Group, Results, RunSteps
 from tickwork.models import Dispatch, StartedExecution
+from tickwork.pool import ElasticPool
 
 if TYPE_CHECKING:  # annotations only: the poller's and the API's Services hold a BoundedSender but never send
     from tickwork import delivery
@@ -67,15 +68,17 @@ class _Sending:
         self.group = group
         self.results = results
         self.slots = [_Slot(dispatch, run) for dispatch, run in group.ahead]
-        self.pool: ThreadPoolExecutor | None = None  # the group's threads, while it runs
+        self.pool: Executor | None = None  # the threads readying and reading the group's runs, while it runs
 
     def run(self) -> None:
         # Threads per invocation: kept per environment instead, they measured slower in the local runtime.
-        with ThreadPoolExecutor(max_workers=min(self.sender.width, len(self.group)),
-                                thread_name_prefix="send") as pool:
+        # Up to `width` at once, and one more for each run blocked on its target, so no run waits for
+        # another's target (tickwork.pool).
+        runs = max(1, len(self.group))
+        with ElasticPool(min(self.sender.width, runs), most=runs, name="send") as pool:
             self.run_on(pool, pool)
 
-    def run_on(self, pool: ThreadPoolExecutor, guarded: ThreadPoolExecutor) -> None:
+    def run_on(self, pool: Executor, guarded: Executor) -> None:
         """Ready the runs and read their responses on `pool`, judge those at their instant on `guarded`,
         send in instant order on this thread; return once every run is handed over."""
         self.pool = pool
