@@ -33,7 +33,8 @@ test-embedded: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q tests/integration/test_dueindex.py tests/integration/test_poller.py
 
 ## The whole suite with the date shifted (FAKETIME, libfaketime's format, default +365d) for the tests and
-## the embedded PostgreSQL and Redis alike. Needs Debian's faketime package and a C compiler; not in CI.
+## the embedded PostgreSQL and Redis alike (a local Redis Cluster and Chromium, which hang under libfaketime,
+## keep the real clock). Needs Debian's faketime package and a C compiler; not in CI.
 test-shifted: $(STAMP)
 	tests/shifted/run $(PY) -q
 

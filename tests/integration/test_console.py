@@ -5,6 +5,7 @@ Every wait is on a condition (Playwright's auto-waiting `expect`), never a fixed
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 from typing import Any, Iterator
@@ -33,7 +34,10 @@ def browser() -> Iterator[Any]:
 
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=path)
+        # Without libfaketime (make test-shifted preloads it into every child): under it Chromium does not
+        # load a page within 30 s. The browser then keeps the real clock while the API's is shifted.
+        unpreloaded = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+        chromium = playwright.chromium.launch(executable_path=path, env=unpreloaded)
         yield chromium
         chromium.close()
 
