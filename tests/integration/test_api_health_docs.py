@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from tests.integration.api_client import Api, Reply
+from tests.integration.helpers import without_faketime
 from tickwork.api.spec import committed_text
 from tickwork.dueindex import DueIndex
 from tickwork.health import ERROR, OK, TIMEOUT, Prober
@@ -204,7 +205,7 @@ def test_a_user_can_authorize_and_try_a_call_in_a_real_browser(api: Api, api_ser
     node = _node_with_websocket()
     assert node is not None
     run = subprocess.run([*node, str(BROWSER_SCRIPT), api_server.url, api.token], capture_output=True, text=True,
-                         timeout=240)
+                         timeout=240, env=without_faketime())
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
 

@@ -5,7 +5,6 @@ Every wait is on a condition (Playwright's auto-waiting `expect`), never a fixed
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from typing import Any, Iterator
@@ -14,7 +13,7 @@ import pytest
 
 from tests.conftest import Target
 from tests.integration.console_browser import call, chromium_path, create_job, job_runs
-from tests.integration.helpers import API_POLL_INTERVAL, wait_for
+from tests.integration.helpers import API_POLL_INTERVAL, wait_for, without_faketime
 from tests.integration import test_local_runtime
 from tickwork_local.runtime import LocalRuntime
 
@@ -34,10 +33,7 @@ def browser() -> Iterator[Any]:
 
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
-        # Without libfaketime (make test-shifted preloads it into every child): under it Chromium does not
-        # load a page within 30 s. The browser then keeps the real clock while the API's is shifted.
-        unpreloaded = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
-        chromium = playwright.chromium.launch(executable_path=path, env=unpreloaded)
+        chromium = playwright.chromium.launch(executable_path=path, env=without_faketime())
         yield chromium
         chromium.close()
 
