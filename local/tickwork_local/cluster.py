@@ -43,10 +43,12 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-# The environment of the nodes and of redis-cli, without libfaketime: make test-shifted preloads it into
-# every child, and redis-server in cluster mode and redis-cli hang under it ("Unexpected recursive calls
-# to clock_gettime()"). So the cluster keeps the real clock; claims are scored by the caller's clock.
-_UNPRELOADED = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+def without_faketime() -> dict[str, str]:
+    """This process's environment without LD_PRELOAD. make test-shifted preloads libfaketime into every
+    child, and some hang or crawl under it: redis-server in cluster mode and redis-cli ("Unexpected
+    recursive calls to clock_gettime()"), Chromium (no page loaded within 30 s). Those keep the real clock;
+    the cluster's claims are scored by the caller's clock."""
+    return {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
 
 
 class LocalCluster:
@@ -62,7 +64,7 @@ class LocalCluster:
             self._wait(lambda port: self._cli(port, "ping") == "PONG")
             nodes = [f"127.0.0.1:{port}" for port in self.ports]
             subprocess.run(["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, capture_output=True, timeout=START_TIMEOUT_SECONDS, env=_UNPRELOADED)
+                           check=True, capture_output=True, timeout=START_TIMEOUT_SECONDS, env=without_faketime())
             self._wait(lambda port: "cluster_state:ok" in self._cli(port, "cluster", "info"))
         except BaseException:
             self.close()
@@ -76,13 +78,13 @@ class LocalCluster:
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", str(node_dir / "nodes.conf"), "--dir", str(node_dir), "--save", "",
              "--appendonly", "no", "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_UNPRELOADED,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=without_faketime(),
         )
 
     @staticmethod
     def _cli(port: int, *args: str) -> str:
         done = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, timeout=5,
-                              env=_UNPRELOADED)
+                              env=without_faketime())
         return done.stdout.strip()
 
     def _wait(self, ready: Callable[[int], bool]) -> None:

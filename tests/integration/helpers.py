@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -98,9 +97,3 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: flo
         time.sleep(interval)
     return True
 
-
-def without_faketime() -> dict[str, str]:
-    """This process's environment without LD_PRELOAD, for a browser: make test-shifted preloads libfaketime
-    into every child, and Chromium under it does not load a page within 30 s. The browser then keeps the
-    real clock while the API's is shifted."""
-    return {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}

@@ -18,12 +18,12 @@ import pytest
 import redis
 
 from tests.integration.api_client import Api, Reply
-from tests.integration.helpers import without_faketime
 from tickwork.api.spec import committed_text
 from tickwork.dueindex import DueIndex
 from tickwork.health import ERROR, OK, TIMEOUT, Prober
 from tickwork.poller import Poller
 from tickwork.wiring import Services, configure, connect_db
+from tickwork_local.cluster import without_faketime
 from tickwork_local.server import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]

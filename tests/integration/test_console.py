@@ -13,8 +13,9 @@ import pytest
 
 from tests.conftest import Target
 from tests.integration.console_browser import call, chromium_path, create_job, job_runs
-from tests.integration.helpers import API_POLL_INTERVAL, wait_for, without_faketime
+from tests.integration.helpers import API_POLL_INTERVAL, wait_for
 from tests.integration import test_local_runtime
+from tickwork_local.cluster import without_faketime
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
