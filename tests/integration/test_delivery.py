@@ -98,9 +98,10 @@ class _CountingSocket:
         self._sock = sock
         self.writes: list[bytes] = []
 
-    def sendall(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-        self._sock.sendall(data)
+    def send(self, data: bytes) -> int:
+        sent = self._sock.send(data)
+        self.writes.append(bytes(data[:sent]))
+        return sent
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -171,18 +172,19 @@ def test_framing_headers_are_the_requests_own(target: Target) -> None:
     assert "Content-Length" not in get["headers"] and get["headers"]["User-Agent"] == "Tickwork/0.1"
 
 
-def test_an_https_target_whose_certificate_is_not_trusted_fails_as_a_tls_error_before_anything_is_sent(
+def test_an_https_target_whose_certificate_is_not_trusted_is_refused_before_anything_is_sent(
     tmp_path: Path,
 ) -> None:
     """The connection (and its TLS handshake) is made while the run waits for its instant; a certificate
-    the default trust store does not know is refused there, with a text that names no URL."""
+    the default trust store does not know is refused there, with a text that names no URL, and not
+    retried: trying again a second later meets the same certificate."""
     with _https_server(tmp_path, "localhost") as (port, seen):
         prepared = prepare(Connections(), {"url": f"https://localhost:{port}/x?token=SECRET"}, {}, timeout=5,
                            pinned_address="127.0.0.1")
-        assert prepared.error == "connection failed: TLS handshake error"
+        assert prepared.error == "refused: the target's TLS certificate is self-signed"
         prepared.fire()
         outcome = prepared.complete()
-    assert outcome.error == "connection failed: TLS handshake error" and outcome.retryable
+    assert outcome.error == "refused: the target's TLS certificate is self-signed" and not outcome.retryable
     assert seen == []
 
 
@@ -196,7 +198,7 @@ def test_a_pinned_https_request_checks_the_urls_host_name_while_connecting_to_th
         assert seen == [("/in", f"hooks.example.test:{port}")]
         # The same certificate does not name 127.0.0.1: asked for by address, the check refuses it.
         wrong = send(Connections(), {"url": f"https://127.0.0.1:{port}/in"}, {}, timeout=5)
-        assert wrong.error == "connection failed: TLS handshake error"
+        assert wrong.error == "refused: the target's TLS certificate is issued for another IP address"
 
 
 @contextmanager

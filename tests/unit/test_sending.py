@@ -58,6 +58,9 @@ class FakeSteps:
         self._ready.release()
         return FakePrepared(run, self.complete_hook)
 
+    def connect(self, prepared: FakePrepared, fire_at_ms: int) -> None:
+        pass  # every fake run is connected when made ready
+
     def wait_until(self, fire_at_ms: int) -> None:
         for _ in range(self._ready_first):
             assert self._ready.acquire(timeout=WAIT_SECONDS)

@@ -3,7 +3,11 @@
 An attempt is taken in three steps, so that the instant a run is due costs one socket write:
 `prepare` (ahead of the instant: take a warm keep-alive connection or open one, render the request),
 `Prepared.fire` (at the instant: write the request) and `Prepared.complete` (read the response,
-classify it, hand the connection back). `send` does the three at once.
+classify it, hand the connection back). `send` does the three at once. A connection the target closed
+while the run waited is replaced, never a failed attempt (tickwork.connections): checked before the
+write, and moved once to a new connection when the write fails before a byte left or the connection is
+reset before the target read the request (tickwork.deadline.AnswerWatch). A whole answer is the outcome,
+whatever the connection does after it.
 
 `timeout` bounds the attempt in all, not each socket operation: connecting, writing the request and
 reading the status, headers and body share it, counted from the attempt's start (for the executor the
@@ -12,18 +16,15 @@ answering a byte at a time cannot hold an attempt past it, and the sweeper, wait
 plus a margin, never retries an attempt still connected. (A TLS handshake, and a write over TLS, wait
 per operation for what is left; either way no request starts to be written once the time is up.)
 
-Error texts are built from the failure's kind, never from the exception message: urllib3 puts the full
-URL (query strings carry tokens) into its messages, and attempts are stored and shown to users. Values
-of the request's secrets that a target echoes are redacted from what is kept of its answer.
+Error texts say how far the request got (tickwork.attempt_errors), built from the failure's kind, never
+from the exception message. Values of the request's secrets that a target echoes are redacted from what
+is kept of its answer.
 """
 from __future__ import annotations
 
 import http.client
 import socket
-import ssl
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -31,10 +32,11 @@ from functools import partial
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from urllib3 import exceptions as ux
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connection import HTTPConnection
 
-from tickwork.deadline import LateError, TimedResponse, time_to_send
+from tickwork import attempt_errors as stages
+from tickwork.connections import Connections, TargetKey, closed_by_peer
+from tickwork.deadline import AnswerWatch, TimedResponse, time_to_send
 from tickwork.redaction import redact, secret_values
 from tickwork.retry import is_retryable_status
 from tickwork.signing import Signing
@@ -44,18 +46,10 @@ MAX_STORED_BODY_BYTES = 4096
 USER_AGENT = "Tickwork/0.1"
 # Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
 DEFAULT_TIMEOUT_SECONDS = 30
-# Idle keep-alive connections kept per target: an execution environment runs one invocation at a time,
-# which sends at most sending.MAX_PARALLEL_SENDS (50) requests at once.
-MAX_IDLE_PER_TARGET = 64
-# Idle connections kept in all: each is an open file, and Lambda allows an environment 1,024. Beyond this
-# the least recently used target's oldest are closed.
-MAX_IDLE = 256
 
-# Failures before sending that a retry would only repeat: a refused target, a secret the tenant lacks.
+# Failures before sending that a retry would only repeat: a refused target (a certificate it is not trusted
+# for included), a secret the tenant lacks.
 NOT_RETRIED = ("refused:", "unknown secret ")
-
-# (scheme, host, port, pinned address): a connection pinned to a checked address is only reused for it.
-TargetKey = tuple[str, str, int, str | None]
 
 
 @dataclass(frozen=True)
@@ -82,111 +76,14 @@ class Outcome:
         return is_retryable_status(self.status_code)
 
 
-class Connections:
-    """Keep-alive connections per target, reused across the invocations of one execution environment.
-
-    A connection is out (owned by one attempt) or idle here; an idle one the target closed meanwhile is
-    noticed when taken (a zero-timeout poll) and discarded.
-    """
-
-    def __init__(self, max_idle_per_target: int = MAX_IDLE_PER_TARGET, max_idle: int = MAX_IDLE) -> None:
-        self.max_idle_per_target = max_idle_per_target
-        self.max_idle = max_idle
-        self._idle: OrderedDict[TargetKey, list[HTTPConnection]] = OrderedDict()  # least recently used first
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def take(self, key: TargetKey) -> tuple[HTTPConnection, bool]:
-        """A connection to `key` and whether it is a reused (already open) one."""
-        while (conn := self._pop(key)) is not None:
-            if conn.is_connected:
-                return conn, True
-            conn.close()
-        return _new_connection(key), False
-
-    def give_back(self, key: TargetKey, conn: HTTPConnection) -> None:
-        evicted: list[HTTPConnection] = []
-        with self._lock:
-            idle = self._idle.setdefault(key, [])
-            self._idle.move_to_end(key)
-            if len(idle) < self.max_idle_per_target:
-                idle.append(conn)
-                self._count += 1
-            else:
-                evicted.append(conn)
-            while self._count > self.max_idle:
-                oldest_key, oldest = next(iter(self._idle.items()))
-                evicted.append(oldest.pop(0))
-                self._count -= 1
-                if not oldest:
-                    del self._idle[oldest_key]
-        for old in evicted:
-            old.close()
-
-    def idle_count(self, key: TargetKey | None = None) -> int:
-        """Idle connections to `key`, or to every target."""
-        with self._lock:
-            return self._count if key is None else len(self._idle.get(key, ()))
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle, self._count = self._idle, OrderedDict(), 0
-        for conns in idle.values():
-            for conn in conns:
-                conn.close()
-
-    def _pop(self, key: TargetKey) -> HTTPConnection | None:
-        with self._lock:
-            idle = self._idle.get(key)
-            if not idle:
-                return None
-            self._count -= 1
-            conn = idle.pop()
-            if not idle:
-                del self._idle[key]
-            return conn
-
-
-class _OneWrite(http.client.HTTPConnection):
-    """The request's head and its body leave in one socket send, not two (http.client's own endheaders
-    sends the body separately): one system call at the instant, and a small request reaches the target
-    in one segment."""
-
-    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
-        if not isinstance(message_body, bytes) or encode_chunked:
-            super()._send_output(message_body, encode_chunked=encode_chunked)
-            return
-        buffer = self._buffer  # type: ignore[attr-defined]  # http.client's lines of the head, unsent
-        buffer.extend((b"", b""))
-        head = b"\r\n".join(buffer)
-        del buffer[:]
-        self.send(head + message_body)
-
-
-class _Connection(_OneWrite, HTTPConnection):
-    pass
-
-
-class _TLSConnection(_OneWrite, HTTPSConnection):
-    pass
-
-
-def _new_connection(key: TargetKey) -> HTTPConnection:
-    scheme, host, port, pinned = key
-    if scheme != "https":
-        return _Connection(pinned or host, port)
-    if pinned is None:
-        return _TLSConnection(host, port)
-    # Connect to the checked address; TLS SNI and the certificate check still use the URL's host name.
-    return _TLSConnection(pinned, port, server_hostname=host, assert_hostname=host)
-
-
 @dataclass
 class Prepared:
     """One attempt made ready to go: a connection to its target holding the request's head, unsent.
 
     The head is rendered into the connection's buffer ahead of the instant (http.client's putrequest and
-    putheader); firing sends it with the body (endheaders) and nothing else.
+    putheader); firing sends it with the body (endheaders) and nothing else. With a `lead` (the target
+    closes connections that wait: tickwork.connections) there is no connection yet: `connect` opens it
+    that long before the instant, or `fire` at the instant.
     """
 
     connections: Connections | None  # None when it failed before any connection was taken
@@ -203,28 +100,52 @@ class Prepared:
     # What is redacted from what is stored: the request's sensitive header and query values and the
     # secrets interpolated into it, as `redaction` spells them.
     secrets: tuple[str, ...] = ()
+    lead: float | None = None  # connect at most this long before the instant; None: connected when made ready
     _fired: float | None = field(default=None, repr=False)  # time.monotonic() of the write
+    _waited: float | None = field(default=None, repr=False)  # how long its open connection had waited, at the write
     _send_error: Exception | None = field(default=None, repr=False)
+    _stage: str = field(default=stages.CONNECTING, repr=False)  # where fire() got to: what a failure means
+    _replaced: bool = field(default=False, repr=False)  # its request was moved to a new connection once already
+
+    def connect(self, within: float = 0.0) -> None:
+        """Open (or take a kept) connection for a request written `within` seconds from now. Never
+        raises: a failure is reported by complete()."""
+        if self.error is not None or self.conn is not None or self.connections is None:
+            return
+        self.conn, self.reused = self.connections.take(self.key, within)
+        try:
+            self.render()
+        except ValueError:  # http.client refuses a header name or value that would corrupt the request
+            self._give_up("refused: invalid request header")
+            return
+        if not self.reused:
+            try:
+                self.conn.timeout = min(self.timeout, time_to_send(self.deadline))
+                self.conn.connect()
+            except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+                self._give_up(stages.describe(exc, self.timeout, stages.CONNECTING))
 
     def fire(self) -> None:
         """Write the request. Never raises: a failure is reported by complete()."""
-        if self.error is not None or self.conn is None:
+        if self.error is not None:
             return
         self._fired = time.monotonic()
         self.deadline = min(self.deadline, self._fired + self.timeout)
         try:
-            if self.reused and not self.conn.is_connected:
-                # The target closed the idle connection while the run waited: open a fresh one.
-                self._reopen()
+            if self.conn is None:
+                self.connect()  # connecting at the instant
+                if self.error is not None:
+                    return
+            assert self.conn is not None
+            if self.conn.sock is not None:
+                self._waited = self._fired - getattr(self.conn, "idle_since", self._fired)
+                if closed_by_peer(self.conn.sock):
+                    # The target closed it while it waited: nothing was sent, a new one takes the request.
+                    self._closed_early()
+                    self._reopen()
             self._write()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            if not self.reused:
-                self._send_error = exc
-                return
-            # A keep-alive connection closed under the write: the request did not get through.
-            self._retry_on_new_connection()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
-            self._send_error = exc
+            self._write_failed(exc)
 
     def awaiting(self) -> tuple[socket.socket | None, float]:
         """The socket the response will arrive on and the attempt's deadline, once fired; None when
@@ -234,29 +155,32 @@ class Prepared:
         return self.conn.sock, self.deadline
 
     def complete(self) -> Outcome:
-        """Read the response (fire first), classify it and keep the connection if it can be reused."""
+        """Read the response (fire first), classify it and keep the connection if it can be reused.
+
+        A whole answer is the outcome, whatever the connection does after it (a close, a reset,
+        `Connection: close`, HTTP/1.0): tickwork.deadline reads what arrived before either."""
         if self.error is not None or self.conn is None:
             return Outcome(None, None, self.error, 0)
         if self._fired is None:
             raise RuntimeError("complete() before fire()")
-        if self._send_error is not None:
-            return self._failed(self._send_error)
+        if self._send_error is not None and not getattr(self.conn, "written", 0):
+            return self._failed(self._send_error, self._stage)  # nothing left: there is nothing to answer
+        watch = AnswerWatch()
         try:
-            self.conn.response_class = partial(TimedResponse, deadline=self.deadline)  # type: ignore[assignment]
+            self.conn.response_class = partial(TimedResponse, deadline=self.deadline, watch=watch)  # type: ignore[assignment]
             # http.client's own response (urllib3's wrapper needs its request(), which renders at the instant).
             response = http.client.HTTPConnection.getresponse(self.conn)
-            data = response.read(MAX_STORED_BODY_BYTES)
-            whole = not response.read(1)
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
-            return self._failed(exc)
-        duration = self._elapsed_ms()
-        if whole and self.conn.sock is not None and self.connections is not None:
-            self.connections.give_back(self.key, self.conn)
-        else:
-            # Closed by the target, or a longer body than we keep: not worth draining.
-            self.conn.close()
-        outcome = _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
-        return self._redacted(outcome, cut=not whole)
+            if self._send_error is not None:  # no answer to a request cut off while it was written
+                return self._failed(self._send_error, stages.WRITING)
+            if watch.unread and not self._replaced:
+                # Reset before any answer: the target closed the connection before it read the request
+                # (its keep-alive timeout fired as the request was on its way). Once, a new one takes it.
+                self._closed_early()
+                self._replace()
+                return self.complete()
+            return self._failed(exc, stages.AWAITING, unread=watch.unread)
+        return self._read(response)
 
     def render(self) -> None:
         """Buffer the request line and headers in the connection, unsent."""
@@ -267,33 +191,81 @@ class Prepared:
         for name, value in self.headers.items():
             self.conn.putheader(name, value)
 
+    def _read(self, response: http.client.HTTPResponse) -> Outcome:
+        try:
+            data = response.read(MAX_STORED_BODY_BYTES)
+            whole = not response.read(1)
+            if whole and response.length:  # http.client's read(n) takes a Content-Length body cut short for an end
+                raise http.client.IncompleteRead(data, response.length)
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            response.close()
+            return self._failed(exc, stages.READING, response.status)
+        duration = self._elapsed_ms()
+        assert self.conn is not None
+        if whole and self.conn.sock is not None and self.connections is not None:
+            self.connections.give_back(self.key, self.conn)
+        else:
+            # Closed by the target, or a longer body than we keep: not worth draining.
+            response.close()
+            self.conn.close()
+        outcome = _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
+        return self._redacted(outcome, cut=not whole)
+
+    def _closed_early(self) -> None:
+        if self.connections is not None and self._waited is not None:
+            self.connections.closed_early(self.key, self._waited)
+
     def _reopen(self) -> None:
         assert self.conn is not None and self.connections is not None
         self.conn.close()
         self.conn, self.reused = self.connections.take(self.key)
+        self._waited = None
         self.render()  # a new connection opens as it sends
 
-    def _retry_on_new_connection(self) -> None:
+    def _write(self) -> None:
+        """Send the request within what is left of the attempt's time (no single wait of the socket may
+        outlast it); a new connection opens within it too."""
+        assert self.conn is not None
+        left = time_to_send(self.deadline)
+        self.conn.timeout = left
+        self.conn.write_deadline = self.deadline  # type: ignore[attr-defined]
+        if self.conn.sock is None:
+            self._stage = stages.CONNECTING
+            self.conn.connect()
+        self._stage = stages.WRITING
+        self.conn.endheaders(self.body)
+
+    def _write_failed(self, exc: Exception) -> None:
+        """A write that failed before any byte of the request left, on a connection that was open
+        already, is the target closing it under the write: once, a new connection takes the request."""
+        nothing_sent = self._stage == stages.WRITING and not getattr(self.conn, "written", 0)
+        if not (nothing_sent and isinstance(exc, ConnectionError) and self._waited is not None) or self._replaced:
+            self._send_error = exc
+            return
+        self._closed_early()
+        self._replace()
+
+    def _replace(self) -> None:
+        """Write the request again on a new connection: the first never reached the target's application."""
+        self._replaced = True
+        self._send_error = None
         try:
             self._reopen()
             self._write()
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
 
-    def _write(self) -> None:
-        """Send the request within what is left of the attempt's time (a plain socket's sendall is
-        bounded in all by its timeout); a new connection opens within it too."""
-        assert self.conn is not None
-        left = time_to_send(self.deadline)
-        self.conn.timeout = left
-        if self.conn.sock is not None:
-            self.conn.sock.settimeout(left)
-        self.conn.endheaders(self.body)
-
-    def _failed(self, exc: Exception) -> Outcome:
+    def _give_up(self, error: str) -> None:
         if self.conn is not None:
             self.conn.close()
-        return self._redacted(Outcome(None, None, _describe_error(exc, self.timeout), self._elapsed_ms()))
+        self.conn, self.error = None, error
+
+    def _failed(self, exc: Exception, stage: str, status: int | None = None, unread: bool = False) -> Outcome:
+        written = bool(getattr(self.conn, "written", 0))
+        if self.conn is not None:
+            self.conn.close()
+        error = stages.describe(exc, self.timeout, stage, status, written, unread)
+        return self._redacted(Outcome(None, None, error, self._elapsed_ms()))
 
     def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
         body, error = redact(outcome.body, self.secrets, cut), redact(outcome.error, self.secrets)
@@ -316,7 +288,8 @@ def prepare(
     `started_at` is when the attempt's time began (the executor passes the start Postgres recorded, which
     the sweeper counts from too); by default, now. The attempt is over `timeout` after it, and never more
     than `timeout` after it is fired. With `signing` the request carries Standard Webhooks signature
-    headers over exactly the body sent; `secrets` are values interpolated into it, never stored.
+    headers over exactly the body sent; `secrets` are values interpolated into it, never stored. The
+    connection is opened now unless the target's `lead` says later (Prepared.connect, or at the write).
     """
     begun = time.monotonic()
     start = begun if started_at is None else begun + started_at.timestamp() - time.time()
@@ -334,21 +307,9 @@ def prepare(
         headers = {n: v for n, v in headers.items() if n.lower() not in _SIGNATURE_HEADERS} | signing.headers(body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout,
-                        secrets=hidden)
-    conn, prepared.reused = connections.take(key)
-    prepared.conn = conn
-    try:
-        prepared.render()
-    except ValueError:  # http.client refuses a header name or value that would corrupt the request
-        conn.close()
-        return replace(prepared, conn=None, error="refused: invalid request header")
-    if not prepared.reused:
-        try:
-            conn.timeout = min(timeout, time_to_send(prepared.deadline))
-            conn.connect()
-        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
-            conn.close()
-            return replace(prepared, conn=None, error=_describe_error(exc, timeout))
+                        secrets=hidden, lead=connections.lead(key))
+    if prepared.lead is None:
+        prepared.connect()
     return prepared
 
 
@@ -391,23 +352,6 @@ def _outcome(status: int, body: str, retry_after: str | None, duration_ms: int) 
     elif status >= 400:
         error = f"HTTP {status}"
     return Outcome(status, body, error, duration_ms, _retry_after(retry_after, time.time()))
-
-
-def _describe_error(exc: Exception, timeout: float) -> str:
-    # Order matters: urllib3's NewConnectionError subclasses ConnectTimeoutError.
-    if isinstance(exc, ux.NameResolutionError):
-        return "connection failed: could not resolve host"
-    if isinstance(exc, ux.NewConnectionError):
-        return "connection failed: could not connect"
-    if isinstance(exc, LateError):
-        return f"timeout: not sent, the attempt's {timeout:g}s had run out before its request could be written"
-    if isinstance(exc, (ux.SSLError, ssl.SSLError, ssl.CertificateError)):
-        return "connection failed: TLS handshake error"
-    if isinstance(exc, (ux.ConnectTimeoutError, ux.ReadTimeoutError, TimeoutError)):
-        return f"timeout: no response within {timeout:g}s"
-    if isinstance(exc, (ux.ProtocolError, http.client.HTTPException, ConnectionError)):
-        return "connection failed: connection dropped before a response"
-    return f"connection failed: {type(exc).__name__}"
 
 
 def _retry_after(raw: str | None, now: float) -> float | None:

@@ -28,6 +28,7 @@ from tickwork.interpolation import UnknownSecretError
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.outgoing import TenantSecrets
 from tickwork.redaction import redact, spellings
+from tickwork.settings import Settings
 from tickwork.store import executions as store
 from tickwork.targets import resolve_public_addresses, validate_target_url
 from tickwork.timeutil import rfc3339, to_ms
@@ -51,12 +52,15 @@ Decided = tuple[StartedExecution, datetime, delivery.Outcome, retry.Decision]
 _environment = threading.local()
 
 
-def http_client() -> delivery.Connections:
-    """This environment's keep-alive connections."""
-    connections = getattr(_environment, "connections", None)
-    if connections is None:
-        connections = _environment.connections = delivery.Connections()
-    return connections
+def http_client(settings: Settings | None = None) -> delivery.Connections:
+    """This environment's keep-alive connections (one set per way `settings` ask connections to be made)."""
+    options = (True, "") if settings is None else (settings.connect_ahead, settings.target_ca_bundle)
+    kept: dict[tuple[bool, str], delivery.Connections] | None = getattr(_environment, "connections", None)
+    if kept is None:
+        kept = _environment.connections = {}
+    if options not in kept:
+        kept[options] = delivery.Connections(connect_ahead=options[0], ca_bundle=options[1])
+    return kept[options]
 
 
 @dataclass
@@ -92,6 +96,7 @@ class Executor:
             result = self.run_guarded(dispatch)
         else:
             prepared = self.prepare(run)
+            self.connect(prepared, dispatch.fire_at_ms)
             self.wait_until(dispatch.fire_at_ms)
             result = (run, self.fire(prepared), prepared.complete())
         return result if isinstance(result, str) else self.record([result])[result[0].id]
@@ -143,6 +148,14 @@ class Executor:
                 return delivery.failed_before_sending("connection failed: could not resolve host")
         return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
                                 started_at=run.attempt_started_at, signing=signing, secrets=values)
+
+    def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
+        """Open the connection of a run made ready without one (its target closes connections that wait,
+        tickwork.connections) no earlier than its lead before the instant: waits until then."""
+        if prepared.lead is None or prepared.conn is not None or not prepared.lead:
+            return  # connected already, or connecting at the instant (fire)
+        self.wait_until(fire_at_ms - int(prepared.lead * 1000))
+        prepared.connect(within=max(0.0, fire_at_ms / 1000 - self.clock()))
 
     def fire(self, prepared: delivery.Prepared) -> datetime:
         """Send now; returns the moment it was sent (the attempt's start)."""
@@ -321,7 +334,7 @@ def run_headers(run: StartedExecution) -> dict[str, str]:
 def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
     """Runs first, then notifications (a notification target never delays a run); outcomes in event order."""
     try:
-        executor = Executor(svc, http_client())
+        executor = Executor(svc, http_client(svc.settings))
         runs = [d for d in dispatches if d.kind == "run"]
         notes = [d for d in dispatches if d.kind == "notification"]
         outcomes = iter(executor.run(runs))

@@ -48,6 +48,11 @@ class RunSteps(Protocol):
         whose outcome is that failure, not an exception."""
         ...
 
+    def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
+        """Open a ready run's connection if it was left for later (its target closes connections that
+        wait): blocks until no earlier than its lead before the instant. Returns at once otherwise."""
+        ...
+
     def wait_until(self, fire_at_ms: int) -> None:
         """Sleep until the instant, on the executor's clock; returns at once if it has passed."""
         ...
@@ -75,7 +80,7 @@ class Sender(Protocol):
     their responses. A group of one run never reaches a Sender: the executor runs it in its own thread.
 
     Contract: `send` returns once every run of `group` has been handed to `results`. Each run of
-    `group.ahead` is readied with `steps.prepare`, sent with `steps.fire` no earlier than
+    `group.ahead` is readied with `steps.prepare` then `steps.connect`, sent with `steps.fire` no earlier than
     `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
     `results.put`; each run of `group.at_instant` goes through `steps.run_guarded` into `results.put`
     or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and

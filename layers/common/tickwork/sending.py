@@ -115,6 +115,7 @@ class _Sending:
 
     def _prepare(self, slot: _Slot) -> None:
         prepared = self.steps.prepare(slot.run)
+        self.steps.connect(prepared, slot.dispatch.fire_at_ms)
         with slot.lock:
             slot.prepared, late = prepared, slot.due
         if late:

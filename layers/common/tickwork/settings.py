@@ -130,6 +130,11 @@ class Settings:
     key_file: str = ""
     # The stack's SNS topic that every final failure is published to (tickwork.alerts); empty: none.
     operator_topic_arn: str = ""
+    # A PEM file of CAs trusted for HTTPS targets besides the system's (targets with a private CA); empty: none.
+    target_ca_bundle: str = ""
+    # Open each run's connection ahead of its instant (only the write is left for the instant); off: connect
+    # at the instant, which costs a TCP (and TLS) handshake of lag on every run.
+    connect_ahead: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -178,6 +183,8 @@ class Settings:
             kms_key_id=env.get("TICKWORK_KMS_KEY_ID", ""),
             key_file=env.get("TICKWORK_KEY_FILE", ""),
             operator_topic_arn=env.get("OPERATOR_TOPIC_ARN", ""),
+            target_ca_bundle=_readable_file(env, "TICKWORK_TARGET_CA_BUNDLE"),
+            connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
         )
 
 
@@ -185,6 +192,14 @@ def _sslrootcert(env: Mapping[str, str], sslmode: str) -> str:
     if sslmode not in ("verify-ca", "verify-full"):
         return ""
     return env.get("DATABASE_SSLROOTCERT") or AWS_POSTGRES_CA_BUNDLE
+
+
+def _readable_file(env: Mapping[str, str], name: str) -> str:
+    """A path setting that must name a readable file when set: a typo fails the cold start, not every run."""
+    path = env.get(name, "")
+    if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+        raise ConfigurationError(f"{name} names {path!r}, which is not a readable file")
+    return path
 
 
 def _require_database(env: Mapping[str, str]) -> None:
