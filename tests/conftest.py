@@ -135,9 +135,13 @@ GATE_TIMEOUT_SECONDS = 30.0
 
 
 class Target:
-    """A real HTTP server on loopback that records every request and answers from a script of statuses."""
+    """A real HTTP server on loopback that records every request and answers from a script of statuses.
 
-    def __init__(self) -> None:
+    By default it keeps connections alive and answers with a Content-Length, as most webhook endpoints;
+    `stock=True` answers as Python's http.server does out of the box: HTTP/1.0, the head and then the
+    body in a separate write, no Content-Length, the connection closed after each answer."""
+
+    def __init__(self, stock: bool = False) -> None:
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -156,7 +160,7 @@ class Target:
         target = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as most webhook endpoints
+            protocol_version = "HTTP/1.0" if stock else "HTTP/1.1"  # keep-alive, as most webhook endpoints
 
             def setup(self) -> None:
                 super().setup()
@@ -180,7 +184,8 @@ class Target:
                 if target.delay_seconds or self.path in target.path_delays:
                     time.sleep(target.delay_seconds + target.path_delays.get(self.path, 0.0))
                 self.send_response(status)
-                self.send_header("content-length", str(len(target.response_body)))
+                if not stock:
+                    self.send_header("content-length", str(len(target.response_body)))
                 for name, value in target.response_headers.items():
                     self.send_header(name, value)
                 self.end_headers()

@@ -2,21 +2,33 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Callable
+
+import pytest
 
 from tickwork import scheduling
 from tickwork.dueindex import DueIndex
 from tickwork.executor import Executor, http_client
+from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.wiring import Services
 
 # Between polls of the API in wait_for: 5 requests a second, far under the per-key rate limit (20/s).
 API_POLL_INTERVAL = 0.2
+ROOT = Path(__file__).resolve().parents[2]
+# `python -m tickwork_local` prints its URL and key within seconds; a start that takes longer has hung.
+STARTUP_TIMEOUT_SECONDS = 30
 
 
 def insert_job(
@@ -97,3 +109,51 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: flo
         time.sleep(interval)
     return True
 
+
+
+def start_process(
+    settings: Settings, data_dir: Path, port: int, env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """`python -m tickwork_local` in the test's schema and key namespace, with `env` on top; returns it
+    with its URL and key. What it prints goes to data_dir/stdout.log (a pipe nobody reads would fill up
+    and stop it)."""
+    environ = {k: v for k, v in os.environ.items() if k != "TICKWORK_DEV_API_KEY"}
+    environ.update(DATABASE_URL=settings.database_url, REDIS_URL=settings.redis_url,
+                   TICKWORK_NAMESPACE=settings.namespace, TICKWORK_DATA_DIR=str(data_dir), TICKWORK_PORT=str(port))
+    environ.update(env or {})
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = data_dir / "stdout.log"
+    with log.open("ab") as out:
+        offset = out.tell()
+        process = subprocess.Popen([sys.executable, "-m", "tickwork_local"], cwd=ROOT, env=environ, stdout=out,
+                                   stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        printed = log.read_bytes()[offset:].decode(errors="replace")
+        url, key = _match(r"^\s+API\s+(http://\S+)", printed), _match(r"^\s+API key\s+(\S+)", printed)
+        if url and key:
+            return process, url, key
+        time.sleep(0.05)
+    process.kill()
+    process.wait(5)
+    pytest.fail(f"tickwork_local did not print its API URL and key ({process.returncode})")
+
+
+def _match(pattern: str, text: str) -> str:
+    found = re.search(pattern, text, re.MULTILINE)
+    return found.group(1) if found else ""
+
+
+def stop_process(process: subprocess.Popen[Any], signum: int) -> int:
+    process.send_signal(signum)
+    try:
+        return process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -5,11 +5,7 @@ These tests wait on whole seconds, so they are marked slow.
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -20,16 +16,14 @@ from typing import Any, Iterator
 import pytest
 
 from tests.conftest import Target
-from tests.integration.helpers import wait_for
+from tests.integration.helpers import free_port, start_process, stop_process, wait_for
 from tickwork.settings import Settings
 from tickwork.timeutil import parse_rfc3339
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-maintenance", "tickwork-api", "executor")
-STARTUP_TIMEOUT_SECONDS = 30
 # Waits for what the runtime does on its own: three 2 s slots take 6 s at most on an idle machine.
 WAIT_SECONDS = 20.0
 # A run is sent within milliseconds of its slot (see docs/benchmarks.md); later than this is a defect.
@@ -114,51 +108,6 @@ def test_requests_without_the_key_are_refused(runtime: LocalRuntime) -> None:
     status, _ = call(runtime, "GET", "/jobs", key="tw_not-a-key")
 
     assert status == 401
-
-
-def start_process(settings: Settings, data_dir: Path, port: int) -> tuple[subprocess.Popen[str], str, str]:
-    """`python -m tickwork_local` in the test's schema and key namespace; returns it with its URL and key."""
-    env = {k: v for k, v in os.environ.items() if k != "TICKWORK_DEV_API_KEY"}
-    env.update(DATABASE_URL=settings.database_url, REDIS_URL=settings.redis_url,
-               TICKWORK_NAMESPACE=settings.namespace, TICKWORK_DATA_DIR=str(data_dir), TICKWORK_PORT=str(port))
-    process = subprocess.Popen([sys.executable, "-m", "tickwork_local"], cwd=ROOT, env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert process.stdout is not None
-    watchdog = threading.Timer(STARTUP_TIMEOUT_SECONDS, process.kill)  # a hung start ends the read loop
-    watchdog.start()
-    url = key = ""
-    try:
-        for line in process.stdout:
-            url = url or _match(r"\s+API\s+(http://\S+)", line)
-            key = key or _match(r"\s+API key\s+(\S+)", line)
-            if url and key:
-                return process, url, key
-    finally:
-        watchdog.cancel()
-    process.wait(5)
-    pytest.fail(f"tickwork_local exited ({process.returncode}) before printing the API URL and key")
-
-
-def _match(pattern: str, line: str) -> str:
-    found = re.match(pattern, line)
-    return found.group(1) if found else ""
-
-
-def stop_process(process: subprocess.Popen[str], signum: int) -> int:
-    process.send_signal(signum)
-    try:
-        return process.wait(10)
-    finally:
-        if process.poll() is None:
-            process.kill()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_command_serves_keeps_its_key_and_exits_cleanly(settings: Settings, tmp_path: Path) -> None:
