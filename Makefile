@@ -25,8 +25,23 @@ dev: $(STAMP)
 	$(PY) -m tickwork_local
 
 ## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise).
-test: $(STAMP)
+test: $(STAMP) interop-servers
 	$(PY) -m pytest
+
+## The interop suite's stock servers that are not Python packages (tests/interop): Debian's nginx and Node.js,
+## installed when missing (as root, or with sudo -n). Without them those tests fail; TICKWORK_SKIP_INTEROP_TESTS=1
+## skips them, and this step.
+.PHONY: interop-servers
+interop-servers:
+	@[ "$${TICKWORK_SKIP_INTEROP_TESTS:-}" = 1 ] && exit 0; missing=""; \
+	[ -n "$${TICKWORK_NGINX:-}" ] || command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing=" nginx"; \
+	[ -n "$${TICKWORK_NODE:-}" ] || command -v node >/dev/null || missing="$$missing nodejs"; \
+	[ -z "$$missing" ] && exit 0; \
+	as_root=""; [ "$$(id -u)" -eq 0 ] || as_root="sudo -n"; \
+	echo "Installing Debian's$$missing for the interop tests (tests/interop)"; \
+	{ $$as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } \
+	|| echo "Could not install$$missing: the interop tests will fail (TICKWORK_SKIP_INTEROP_TESTS=1 skips them)" >&2
 
 ## The integration tests of the stores on embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset).
 test-embedded: $(STAMP)
@@ -35,7 +50,7 @@ test-embedded: $(STAMP)
 ## The whole suite with the date shifted (FAKETIME, libfaketime's format, default +365d) for the tests and
 ## the embedded PostgreSQL and Redis alike (a local Redis Cluster and Chromium, which hang under libfaketime,
 ## keep the real clock). Needs Debian's faketime package and a C compiler; not in CI.
-test-shifted: $(STAMP)
+test-shifted: $(STAMP) interop-servers
 	tests/shifted/run $(PY) -q
 
 ## Regenerate docs/openapi.json from the code (tests/integration/test_api_docs.py fails while it is stale).
