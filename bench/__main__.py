@@ -2,7 +2,9 @@
 
 Prints the machine and a table with both side by side; a full run (no --quick, no --only) also rewrites
 the results section of docs/benchmarks.md. Everything runs against DATABASE_URL / REDIS_URL (default:
-the local servers), in a fresh schema and key namespace per benchmark, dropped afterwards.
+the local servers), in a fresh schema and key namespace per benchmark, dropped afterwards. A phase that
+cannot run is reported as skipped, with its reason, and the others' results are still printed and kept
+(bench/phases.py); the exit status is 1 when a phase failed with an error, 0 when it only lacked a tool.
 """
 from __future__ import annotations
 
@@ -16,24 +18,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, coldstart, idle, rebuild, shards, steady, top_of_hour
+from bench import baseline_0cron, burst, coldstart, connections, idle, rebuild, shards, steady, top_of_hour
 from bench.harness import LineSink, Servers, capture_logs
-from bench.report import ROOT, lags, machine, ms, plain, ratio, seconds, table, verdict, write_doc
+from bench.phases import Phase, run_phases
+from bench.report import (
+    ROOT, counts, lags, lost_verdict, machine, mode, ms, plain, ratio, seconds, table, verdict, write_doc,
+)
 from bench.target import DEFAULT_NICE, Target
 
-PHASES = ("burst", "hour", "steady", "idle", "rebuild", "shards", "schedule", "coldstart")
+# In the order they run.
+PHASES = ("burst", "hour", "steady", "connections", "idle", "rebuild", "coldstart", "shards", "schedule")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="steady for 10 s instead of 60 s; doc left alone")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"steady for 10 s instead of 60 s, connections {connections.QUICK_SECONDS} s instead of "
+                             f"{connections.SECONDS} s; doc left alone")
     parser.add_argument("--only", action="append", choices=PHASES, help="run only this benchmark (repeatable)")
     parser.add_argument("--burst-jobs", type=int, default=10_000)
     parser.add_argument("--hour-jobs", type=int, default=10_000, help="jobs sharing the top-of-the-hour instant")
     parser.add_argument("--steady-jobs", type=int, default=1_000)
     parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
+    parser.add_argument("--connections-jobs", type=int, default=connections.JOBS,
+                        help="jobs due every second against each of the two targets of the connections benchmark")
+    parser.add_argument("--connections-seconds", type=int, default=None,
+                        help=f"seconds of each connections window (default {connections.SECONDS}, "
+                             f"or {connections.QUICK_SECONDS} with --quick)")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
     parser.add_argument("--rebuild-jobs", type=int, default=100_000,
                         help="jobs in the index rebuild benchmark (1000000: about 10 minutes with the baseline)")
@@ -111,13 +124,6 @@ def run_schedule() -> str:
     return out.getvalue()
 
 
-def mode(processes: int) -> str:
-    """Where the executors (and the baseline's tasks) ran, for a section header."""
-    if processes <= 0:
-        return "executors in the poller's process"
-    return f"executors in {processes} process{'es' if processes > 1 else ''}"
-
-
 def burst_rows(r: dict[str, Any], n: int, processes: int) -> list[tuple[str, ...]]:
     alone, base_alone, tw, base = r["tickwork_poller_alone"], r["baseline_poll_alone"], r["tickwork"], r["baseline"]
     tw_d, base_d = tw["deliveries"], base["deliveries"]
@@ -135,7 +141,7 @@ def burst_rows(r: dict[str, Any], n: int, processes: int) -> list[tuple[str, ...
          ratio(tw["all_arrived_after_due_seconds"], base["all_arrived_after_due_seconds"])),
         ("send lag p50 / p99 / max", lags(tw_d["send_lag_ms"]), lags(base_d["send_lag_ms"]),
          ratio(tw_d["send_lag_ms"]["p99"], base_d["send_lag_ms"]["p99"]) + " (p99)"),
-        ("delivered / dropped / duplicate", _counts(tw_d, tw["statuses"]), _counts(base_d), "", _lost_verdict(tw_d)),
+        ("delivered / dropped / duplicate", counts(tw_d, tw["statuses"]), counts(base_d), "", lost_verdict(tw_d)),
         ("poller round trips for the burst: Redis / Postgres",
          f"{tick['redis_round_trips']} / {tick['postgres_round_trips']} ({tick['batches']} batches, 1 tick)",
          f"{base_alone['tick']['redis_round_trips']:,} / 0 (+3 Postgres, 2 Redis per run in its tasks)",
@@ -153,7 +159,7 @@ def steady_rows(r: dict[str, Any], n: int, s: int, processes: int) -> list[tuple
          verdict(tw_d["send_lag_ms"]["p99"], 100, ms) + " (p99)"),
         ("arrival lag p50 / p99 / max (scheduled → target)", lags(tw_d["arrival_lag_ms"]),
          lags(base_d["arrival_lag_ms"]), ratio(tw_d["arrival_lag_ms"]["p99"], base_d["arrival_lag_ms"]["p99"]) + " (p99)"),
-        ("delivered / dropped / duplicate", _counts(tw_d, tw["statuses"]), _counts(base_d), "", _lost_verdict(tw_d)),
+        ("delivered / dropped / duplicate", counts(tw_d, tw["statuses"]), counts(base_d), "", lost_verdict(tw_d)),
         ("ticks run / due; tick p50 / max", _ticks(tw["ticks"]), _ticks(base["ticks"])),
         (f"poller alone, one second of {n:,} runs: tick", seconds(alone["dispatch_seconds"]), "", "",
          verdict(alone["dispatch_seconds"], 1.0, seconds)),
@@ -168,9 +174,16 @@ def steady_in_process_rows(tw: dict[str, Any], n: int, s: int) -> list[tuple[str
         ("send lag p50 / p99 / max (scheduled → request sent)", lags(d["send_lag_ms"]), "", "",
          verdict(d["send_lag_ms"]["p99"], 100, ms) + " (p99)"),
         ("arrival lag p50 / p99 / max (scheduled → target)", lags(d["arrival_lag_ms"])),
-        ("delivered / dropped / duplicate", _counts(d, tw["statuses"]), "", "", _lost_verdict(d)),
+        ("delivered / dropped / duplicate", counts(d, tw["statuses"]), "", "", lost_verdict(d)),
         ("ticks run / due; tick p50 / max", _ticks(tw["ticks"])),
     ]
+
+
+def steady_all_rows(r: dict[str, Any], args: argparse.Namespace) -> list[tuple[str, ...]]:
+    out = steady_rows(r, args.steady_jobs, args.steady_seconds, args.executor_processes)
+    if "tickwork_in_process" in r:
+        out += steady_in_process_rows(r["tickwork_in_process"], args.steady_jobs, args.steady_seconds)
+    return out
 
 
 def idle_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -210,21 +223,6 @@ def rebuild_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
     ]
 
 
-def _counts(d: dict[str, Any], statuses: dict[str, int] | None = None) -> str:
-    """Delivered / dropped / duplicate; for Tickwork, how many dropped slots Postgres recorded `missed`."""
-    dropped = f"{d['dropped']:,}"
-    if statuses is not None and d["dropped"]:
-        dropped += f" ({statuses.get('missed', 0):,} recorded missed)"
-    elif statuses is None and d["dropped"]:
-        dropped += " (no record)"
-    return f"{d['delivered']:,} / {dropped} / {d['duplicates']:,}"
-
-
-def _lost_verdict(d: dict[str, Any]) -> str:
-    clean = d["dropped"] == 0 and d["duplicates"] == 0
-    return "0 dropped, 0 duplicate: " + ("met" if clean else "MISSED")
-
-
 def _ticks(t: dict[str, Any]) -> str:
     return f"{t['count']} / {t['expected']}; {ms(t['p50_ms'])} / {ms(t['max_ms'])}"
 
@@ -248,80 +246,99 @@ def section(
 
 
 def main(argv: list[str]) -> int:
+    args = parse_args(argv)  # before stdout is redirected: --help and usage errors are printed
     sink = LineSink()  # executor processes add the lines their own sinks counted (bench/executors.py)
     with contextlib.redirect_stdout(sink):
-        code = _main(argv, sys.__stdout__)
+        code = _main(args, argv, sys.__stdout__)
     print(f"({sink.lines:,} lines written to stdout by Tickwork during the run, metrics in the embedded metric format)")
     return code
 
 
-def _main(argv: list[str], out: Any) -> int:
-    args = parse_args(argv)
+class SharedTarget:
+    """The keep-alive target the workloads share, started when a phase first asks for it (a phase that
+    cannot start it is skipped like any other) and stopped with `stack`."""
+
+    def __init__(self, nice: int, stack: contextlib.ExitStack, env: dict[str, str], out: Any) -> None:
+        self.nice, self.stack, self.env, self.out = nice, stack, env, out
+        self.target: Target | None = None
+
+    def __call__(self) -> Target:
+        if self.target is None:
+            self.target = self.stack.enter_context(Target(self.nice))
+            self.env["target"] = f"own process, nice {self.target.nice}"
+            print(f"target: {self.env['target']}", flush=True, file=self.out)
+        return self.target
+
+
+def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[Phase]:
+    """Every phase, in the order of PHASES."""
+    x = args.executor_processes
+    in_process_too = not args.only and x > 0
+    return [
+        Phase("burst", f"Burst: {args.burst_jobs:,} jobs due in one second", "burst",
+              lambda: run_burst(srv, target(), args), lambda r: burst_rows(r, args.burst_jobs, x)),
+        Phase("hour", f"Top of the hour: {args.hour_jobs:,} jobs share one instant",
+              "top of the hour (twice: fixed, adaptive lookahead)",
+              lambda: run_hour(srv, target(), args), lambda r: top_of_hour.rows(r, x)),
+        Phase("steady", f"Steady: {args.steady_jobs:,} jobs every second for {args.steady_seconds} s",
+              f"steady ({args.steady_seconds} s, {'three times' if in_process_too else 'twice'})",
+              lambda: run_steady(srv, target(), args, in_process_too), lambda r: steady_all_rows(r, args)),
+        Phase("connections", "Connections: connect ahead vs connect at the instant",
+              f"connections ({args.connections_seconds} s, {4 if x > 0 else 2} windows: connect ahead / at the "
+              f"instant, {mode(x)}{' and in the poller' if x > 0 else ''})",
+              lambda: connections.run(srv, target(), args.connections_jobs, args.connections_seconds, args.workers,
+                                      args.db_pool, x, args.target_nice),
+              connections.rows),
+        Phase("idle", f"Idle: nothing due, {args.idle_jobs:,} jobs scheduled", "idle",
+              lambda: idle.run(srv, args.idle_jobs), idle_rows),
+        Phase("rebuild", f"Rebuild after Redis lost the index: {args.rebuild_jobs:,} jobs",
+              f"rebuild ({args.rebuild_jobs:,} jobs)",
+              lambda: rebuild.run(srv, args.rebuild_jobs, args.rebuild_due_jobs, not args.no_rebuild_baseline),
+              rebuild_rows),
+        Phase("coldstart", "Cold start: import of each handler module on Python 3.13",
+              f"cold start ({args.coldstart_samples} samples per handler and side)",
+              lambda: coldstart.run(args.coldstart_samples), coldstart.rows),
+        Phase("shards", "Sharded claiming on a Redis Cluster of 3 primaries",
+              f"shards ({args.shards_jobs:,} jobs, {args.shards_rounds} rounds, Redis Cluster of 3)",
+              lambda: shards.run(args.shards_jobs, args.shards_rounds), shards.rows),
+        Phase("schedule", "Schedule maths (bench/bench_schedule.py)", "schedule maths", run_schedule),
+    ]
+
+
+def _main(args: argparse.Namespace, argv: list[str], out: Any) -> int:
     args.steady_seconds = args.steady_seconds or (10 if args.quick else 60)
-    phases = args.only or list(PHASES)
+    args.connections_seconds = args.connections_seconds or (
+        connections.QUICK_SECONDS if args.quick else connections.SECONDS)
+    chosen = args.only or list(PHASES)
     tally = capture_logs()
     srv = servers()
     env = machine(srv)
     print("\n".join(f"{k}: {v}" for k, v in env.items()), flush=True, file=out)
     started = time.time()
-    results: dict[str, Any] = {"machine": env, "args": {k: str(v) for k, v in vars(args).items()}}
-    rows: list[tuple[str, ...]] = []
-    with Target(args.target_nice) as target:
-        env["target"] = f"own process, nice {target.nice}"
-        print(f"target: {env['target']}", flush=True, file=out)
-        if "burst" in phases:
-            print("burst ...", flush=True, file=out)
-            results["burst"] = run_burst(srv, target, args)
-            rows += burst_rows(results["burst"], args.burst_jobs, args.executor_processes)
-        if "hour" in phases:
-            print("top of the hour (twice: fixed, adaptive lookahead) ...", flush=True, file=out)
-            results["hour"] = run_hour(srv, target, args)
-            rows += top_of_hour.rows(results["hour"], args.executor_processes)
-        if "steady" in phases:
-            in_process_too = not args.only and args.executor_processes > 0
-            print(f"steady ({args.steady_seconds} s, {'three times' if in_process_too else 'twice'}) ...",
-                  flush=True, file=out)
-            results["steady"] = run_steady(srv, target, args, in_process_too)
-            rows += steady_rows(results["steady"], args.steady_jobs, args.steady_seconds, args.executor_processes)
-            if in_process_too:
-                rows += steady_in_process_rows(results["steady"]["tickwork_in_process"], args.steady_jobs,
-                                               args.steady_seconds)
-    if "idle" in phases:
-        print("idle ...", flush=True, file=out)
-        results["idle"] = idle.run(srv, args.idle_jobs)
-        rows += idle_rows(results["idle"])
-    if "rebuild" in phases:
-        print(f"rebuild ({args.rebuild_jobs:,} jobs) ...", flush=True, file=out)
-        results["rebuild"] = rebuild.run(srv, args.rebuild_jobs, args.rebuild_due_jobs, not args.no_rebuild_baseline)
-        rows += rebuild_rows(results["rebuild"])
-    if "coldstart" in phases:
-        print(f"cold start ({args.coldstart_samples} samples per handler and side) ...", flush=True, file=out)
-        results["coldstart"] = coldstart.run(args.coldstart_samples)
-        rows += coldstart.rows(results["coldstart"])
-    if "shards" in phases:
-        print(f"shards ({args.shards_jobs:,} jobs, {args.shards_rounds} rounds, Redis Cluster of 3) ...",
-              flush=True, file=out)
-        results["shards"] = shards.run(args.shards_jobs, args.shards_rounds)
-        rows += shards.rows(results["shards"])
-    schedule_table = ""
-    if "schedule" in phases:
-        print("schedule maths ...", flush=True, file=out)
-        schedule_table = results["schedule"] = run_schedule()
+    with contextlib.ExitStack() as stack:
+        phases = [p for p in plan(args, srv, SharedTarget(args.target_nice, stack, env, out)) if p.name in chosen]
+        outcome = run_phases(phases, out, sys.stderr)
     took = time.time() - started
+    results: dict[str, Any] = {"machine": env, "args": {k: str(v) for k, v in vars(args).items()},
+                               **outcome.results, "skipped": outcome.skipped}
+    schedule_table = outcome.results.get("schedule", "")
     print(file=out)
-    print(plain(rows), file=out)
+    print(plain(outcome.rows), file=out)
     if schedule_table:
         print("\n" + schedule_table.rstrip(), file=out)
     print(f"\n{took:.0f} s in all", file=out)
+    if outcome.skipped:
+        print(f"skipped: {', '.join(outcome.skipped)}" + (f" (failed: {', '.join(outcome.failed)})"
+                                                           if outcome.failed else ""), file=out)
     notes = tally.summary()
     if notes:
         print("\nwarnings logged during the run:\n" + "\n".join(f"  {n}" for n in notes), file=out)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     if not (args.quick or args.only or args.no_doc):
-        write_doc(DOC, section(env, argv, rows, notes, took, schedule_table))
-        print(f"\nresults written to {DOC.relative_to(ROOT)}", file=out)
-    return 0
+        write_doc(DOC, section(env, argv, outcome.rows, notes, took, schedule_table))
+        print(f"\nresults written to {os.path.relpath(DOC, ROOT)}", file=out)
+    return 1 if outcome.failed else 0
 
 
 if __name__ == "__main__":

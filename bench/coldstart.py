@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.phases import Unavailable
 from bench.report import ROOT
 
 BASELINE_COMMIT = "203af8c"
@@ -51,19 +53,29 @@ print((time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
 
 
 def python313() -> tuple[str, str]:
-    """The 3.13 interpreter and the site-packages holding the dependencies: .venv-3.13 (make
-    .venv-3.13/.installed VENV=.venv-3.13 PYTHON=...), else this interpreter if it is 3.13."""
+    """The 3.13 interpreter and the site-packages holding the dependencies: .venv-3.13 once fully installed
+    (`make bench` builds it, as `make .venv-3.13/.installed VENV=.venv-3.13 PYTHON=...`), else this
+    interpreter if it is 3.13."""
     venv = ROOT / ".venv-3.13"
-    candidates = [str(venv / "bin" / "python")] if (venv / "bin" / "python").exists() else []
+    candidates = [str(venv / "bin" / "python")] if (venv / ".installed").exists() else []
     if sys.version_info[:2] == (3, 13):
         candidates.append(sys.executable)
     for candidate in candidates:
         purelib = subprocess.run([candidate, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                  capture_output=True, text=True, check=True).stdout.strip()
         return candidate, purelib
-    found = glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13"))
-    hint = f" (make .venv-3.13/.installed VENV=.venv-3.13 PYTHON={found[0]})" if found else ""
-    raise SystemExit(f"coldstart needs Python 3.13 with Tickwork's dependencies: no .venv-3.13{hint}")
+    found = _pyenv_313()
+    hint = (f"make .venv-3.13/.installed VENV=.venv-3.13 PYTHON={found[0]}" if found
+            else "no Python 3.13 under `pyenv root`/versions either")
+    raise Unavailable(f"needs Python 3.13 with Tickwork's dependencies: no .venv-3.13 ({hint})")
+
+
+def _pyenv_313() -> list[str]:
+    """pyenv's 3.13 interpreters, where .ci/run looks for them."""
+    root = ""
+    if shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=False).stdout.strip()
+    return sorted(glob.glob(os.path.join(root or os.path.expanduser("~/.pyenv"), "versions/3.13*/bin/python3.13")))
 
 
 def checkout(commit: str, into: Path) -> Path:

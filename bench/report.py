@@ -93,6 +93,28 @@ def verdict(value: float | None, limit: float, unit: Callable[[float | None], st
     return f"< {unit(limit)}: {'met' if value < limit else 'MISSED'}"
 
 
+def mode(processes: int) -> str:
+    """Where the executors (and the baseline's tasks) ran, for a section header."""
+    if processes <= 0:
+        return "executors in the poller's process"
+    return f"executors in {processes} process{'es' if processes > 1 else ''}"
+
+
+def counts(d: dict[str, Any], statuses: dict[str, int] | None = None) -> str:
+    """Delivered / dropped / duplicate; for Tickwork, how many dropped slots Postgres recorded `missed`."""
+    dropped = f"{d['dropped']:,}"
+    if statuses is not None and d["dropped"]:
+        dropped += f" ({statuses.get('missed', 0):,} recorded missed)"
+    elif statuses is None and d["dropped"]:
+        dropped += " (no record)"
+    return f"{d['delivered']:,} / {dropped} / {d['duplicates']:,}"
+
+
+def lost_verdict(d: dict[str, Any]) -> str:
+    clean = d["dropped"] == 0 and d["duplicates"] == 0
+    return "0 dropped, 0 duplicate: " + ("met" if clean else "MISSED")
+
+
 def table(rows: list[tuple[str, ...]]) -> str:
     header = ("measure", "Tickwork", "0cron per-job baseline", "baseline ÷ Tickwork", "target")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -40,6 +40,8 @@ from tickwork.settings import DEFAULT_BATCH_SIZE, Settings
 from tickwork.wiring import connect_redis
 from tickwork_local import cluster
 
+from bench.phases import Unavailable
+
 SHARD_COUNTS = (1, 2, 3)
 # A due instant far from any real one: the claim maths is the same, and no clock is involved.
 DUE_MS = 1_800_000_000_000
@@ -141,7 +143,7 @@ def _round(url: str, client: Any, count: int, jobs: int, mode: str, ports: list[
 
 def run(jobs: int, rounds: int, modes: tuple[str, ...] = ("threads", "processes")) -> dict[str, Any]:
     if not cluster.available():
-        raise RuntimeError("the shards benchmark needs redis-server and redis-cli (apt-get install redis-server)")
+        raise Unavailable("the shards benchmark needs redis-server and redis-cli (apt-get install redis-server)")
     with cluster.LocalCluster(3) as started:
         client = _client(started.url)
         try:

@@ -3,7 +3,8 @@
 An asyncio protocol (no streams, no task per connection), HTTP/1.1 keep-alive, and only the parsing the
 benchmark needs (the request line is skipped, three Tickwork headers and Content-Length are read). The
 arrival time is taken when the socket's bytes are handed over, before they are parsed. The parent asks
-for the records over a pipe; nothing is shared.
+for the records over a pipe; nothing is shared. With `close_after_answer` it answers `Connection: close`
+and closes each connection after its answer, as HTTP/1.0 servers and gunicorn's sync worker do.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+CLOSING_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nok"
 # Tickwork sends a few hundred connections at once under a burst: don't let the kernel refuse any.
 BACKLOG = 4096
 START_TIMEOUT_SECONDS = 10.0
@@ -48,8 +50,9 @@ class _Connection(asyncio.Protocol):
     kernel, the same for every request they complete. Requests may arrive split or pipelined.
     """
 
-    def __init__(self, recorder: _Recorder) -> None:
+    def __init__(self, recorder: _Recorder, close_after_answer: bool) -> None:
         self.recorder = recorder
+        self.close_after_answer = close_after_answer
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -75,11 +78,12 @@ class _Connection(asyncio.Protocol):
                 break
             buffer = buffer[body_end:]
             self.recorder.records.append((arrived, run, job, scheduled))
-            self.transport.write(RESPONSE)
-            if not keep_alive:
+            if self.close_after_answer or not keep_alive:
+                self.transport.write(CLOSING_RESPONSE)
                 self.transport.close()
                 buffer = b""
                 break
+            self.transport.write(RESPONSE)
         self.buffer = buffer
 
 
@@ -116,12 +120,12 @@ def _raise_priority(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def _serve(conn: Any, nice: int) -> None:
+def _serve(conn: Any, nice: int, close_after_answer: bool) -> None:
     nice_in_force = _raise_priority(nice)
     recorder = _Recorder()
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(loop.create_server(
-        lambda: _Connection(recorder), "127.0.0.1", 0, backlog=BACKLOG, reuse_address=True))
+        lambda: _Connection(recorder, close_after_answer), "127.0.0.1", 0, backlog=BACKLOG, reuse_address=True))
     conn.send((server.sockets[0].getsockname()[1], nice_in_force))
 
     def control() -> None:
@@ -150,12 +154,16 @@ class Target:
     the default it is scheduled first, so the arrival lag measures the path to the target, not the
     benchmark machine's contention (docs/benchmarks.md, "Arrival lag and the target's priority").
     `nice` tells what was in force (0 where raising it was not permitted).
+
+    close_after_answer: answer `Connection: close` and close every connection after its answer (a target
+    that never keeps a connection); by default connections are kept open as long as the client keeps them.
     """
 
-    def __init__(self, nice: int = DEFAULT_NICE) -> None:
+    def __init__(self, nice: int = DEFAULT_NICE, close_after_answer: bool = False) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, nice), name="bench-target", daemon=True)
+        self._process = ctx.Process(target=_serve, args=(child, nice, close_after_answer), name="bench-target",
+                                    daemon=True)
         self._lock = threading.Lock()
         self.url = ""
         self.nice = 0

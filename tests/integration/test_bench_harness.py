@@ -2,11 +2,14 @@
 benchmark shares is checked here (a full run once broke on tenant names being unique, migration 0004)."""
 from __future__ import annotations
 
+import http.client
 import os
+from urllib.parse import urlsplit
 
 import pytest
 
 from bench.harness import ONCE_A_DAY, Servers, Workspace, create_jobs, insert_jobs
+from bench.target import Target
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
                                 reason="the benchmarks run against DATABASE_URL / REDIS_URL only")
@@ -22,3 +25,21 @@ def test_a_workspace_takes_jobs_in_several_batches_for_one_tenant() -> None:
             indexed = ws.redis.zcard("{" + ws.namespace + "}:due")
     assert len(first) == 3 and len(second) == 2 and len(tenants) == 1
     assert indexed == 3  # create_jobs indexes, insert_jobs only writes Postgres
+
+
+@pytest.mark.parametrize("closing", [False, True])
+def test_the_target_keeps_connections_or_closes_each_after_its_answer(closing: bool) -> None:
+    with Target(nice=0, close_after_answer=closing) as target:
+        url = urlsplit(target.url)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+        answers = []
+        for run in ("run-1", "run-2"):
+            conn.request("POST", url.path, body=b"{}", headers={"Tickwork-Run-Id": run})
+            response = conn.getresponse()
+            answers.append((response.status, response.read(), response.getheader("Connection")))
+        conn.close()
+        arrived = [a.run_id for a in target.take()]
+        accepted = target.connections()
+    assert answers == [(200, b"ok", "close" if closing else None)] * 2
+    assert arrived == ["run-1", "run-2"]
+    assert accepted == (2 if closing else 1)  # http.client opens a new connection after `Connection: close`
