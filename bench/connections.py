@@ -9,14 +9,15 @@ executors in worker processes (as in Lambda) and in the poller's process (as `ma
 The connections each target accepted during the window are reported beside the lags: they show what
 each strategy did.
 
-One window per executor mode and strategy: JOBS every-second jobs against each target (the keep-alive
-bench target, and one answering `Connection: close` and closing, bench/target.py), SECONDS seconds, as
-bench/steady.py runs them. Both targets share the window, so the difference between them is not the
-machine's drift from one run to the next; the two strategies run back to back in each mode. 200 jobs a
-target (400 runs a second) stay well under the in-process ceiling of about 1,000 a second (bottleneck
-12), so the lag measures the connection, not a backlog; 15 s give 3,000 runs per target and window, the
-p99 being the 30th slowest (in 5 s windows it moved by 50–100 ms from one run to the next). Four windows of
-15 s plus about 4 s of set-up each add about 80 s to `make bench`.
+One window per executor mode and strategy: JOBS every-second jobs against each of three targets (the
+keep-alive bench target; one answering `Connection: close` and closing; one closing connections idle
+for IDLE_TIMEOUT_SECONDS, fresh ones included, bench/target.py), SECONDS seconds, as bench/steady.py runs
+them. The targets share the window, so the difference between them is not the machine's drift from one
+run to the next; the two strategies run back to back in each mode. 200 jobs a target (600 runs a
+second) stay under the in-process ceiling of about 1,000 a second (bottleneck 12), so the lag measures
+the connection, not a backlog; 15 s give 3,000 runs per target and window, the p99 being the 30th
+slowest (in 5 s windows it moved by 50–100 ms from one run to the next). Four windows of 15 s plus about
+4 s of set-up each add about 80 s to `make bench`.
 """
 from __future__ import annotations
 
@@ -39,8 +40,13 @@ DRAIN_TIMEOUT_SECONDS = 60
 # Once the executors are drained every request was answered, so it has arrived: no long wait.
 ARRIVAL_GRACE_SECONDS = 2
 STRATEGIES = (("ahead", True), ("at_instant", False))
+# The third target closes a connection that brings nothing for this long (a header or keep-alive timeout
+# shorter than the 1.5 s a run's connection is opened ahead): what Tickwork's fallback for such a target
+# (tickwork.connections: open them later, within half that) costs beside a target that waits.
+IDLE_TIMEOUT_SECONDS = 1.0
 # Job name prefixes, which tell the targets' runs apart in Postgres.
-TARGETS = (("keepalive", "keep-alive target"), ("closing", "closing target"))
+TARGETS = (("keepalive", "keep-alive target"), ("closing", "closing target"),
+           ("idle", f"target closing idle connections after {IDLE_TIMEOUT_SECONDS:g} s"))
 
 
 def run(
@@ -50,8 +56,8 @@ def run(
     """Every mode (executor_processes N > 0, then 0: the poller's process) and strategy, one window each.
     The second mode runs the strategies in the other order, so neither always has the later moment."""
     modes = [executor_processes, 0] if executor_processes > 0 else [0]
-    with Target(nice, close_after_answer=True) as closing:
-        targets = {"keepalive": keep_alive, "closing": closing}
+    with Target(nice, close_after_answer=True) as closing, Target(nice, idle_timeout=IDLE_TIMEOUT_SECONDS) as idle:
+        targets = {"keepalive": keep_alive, "closing": closing, "idle": idle}
         windows = []
         for i, processes in enumerate(modes):
             strategies = STRATEGIES if i % 2 == 0 else STRATEGIES[::-1]
@@ -107,8 +113,9 @@ def _outcome(
 def rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for m in r["modes"]:
-        out.append((f"Connections: {r['jobs']:,} jobs every second to each of two targets (keep-alive; closing: "
-                    f"answers `Connection: close` and closes) for {r['seconds']} s; {mode(m['executor_processes'])}; "
+        out.append((f"Connections: {r['jobs']:,} jobs every second to each of three targets (keep-alive; closing: "
+                    f"answers `Connection: close` and closes; closing connections idle {IDLE_TIMEOUT_SECONDS:g} s) "
+                    f"for {r['seconds']} s; {mode(m['executor_processes'])}; "
                     f"Tickwork column: connect ahead (today's default), baseline column: connect at the instant "
                     f"(TICKWORK_CONNECT_AHEAD=false), same run",))
         for name, label in TARGETS:

@@ -50,18 +50,34 @@ class _Connection(asyncio.Protocol):
     kernel, the same for every request they complete. Requests may arrive split or pipelined.
     """
 
-    def __init__(self, recorder: _Recorder, close_after_answer: bool) -> None:
+    def __init__(self, recorder: _Recorder, close_after_answer: bool, idle_timeout: float | None = None) -> None:
         self.recorder = recorder
         self.close_after_answer = close_after_answer
+        self.idle_timeout = idle_timeout
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
+        self._idle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.recorder.connections += 1
         self.transport = transport  # type: ignore[assignment]
+        self._wait_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+
+    def _wait_idle(self) -> None:
+        """With `idle_timeout`, a connection that brings nothing for that long is closed, fresh or kept
+        alive, as a server's header and keep-alive timeouts do."""
+        if self._idle is not None:
+            self._idle.cancel()
+        if self.idle_timeout is not None and self.transport is not None:
+            self._idle = asyncio.get_running_loop().call_later(self.idle_timeout, self.transport.close)
 
     def data_received(self, data: bytes) -> None:
         arrived = time.time()
+        self._wait_idle()
         buffer = self.buffer + data if self.buffer else data
         while True:
             end = buffer.find(b"\r\n\r\n")
@@ -120,12 +136,13 @@ def _raise_priority(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def _serve(conn: Any, nice: int, close_after_answer: bool) -> None:
+def _serve(conn: Any, nice: int, close_after_answer: bool, idle_timeout: float | None) -> None:
     nice_in_force = _raise_priority(nice)
     recorder = _Recorder()
     loop = asyncio.new_event_loop()
     server = loop.run_until_complete(loop.create_server(
-        lambda: _Connection(recorder, close_after_answer), "127.0.0.1", 0, backlog=BACKLOG, reuse_address=True))
+        lambda: _Connection(recorder, close_after_answer, idle_timeout), "127.0.0.1", 0, backlog=BACKLOG,
+        reuse_address=True))
     conn.send((server.sockets[0].getsockname()[1], nice_in_force))
 
     def control() -> None:
@@ -157,13 +174,15 @@ class Target:
 
     close_after_answer: answer `Connection: close` and close every connection after its answer (a target
     that never keeps a connection); by default connections are kept open as long as the client keeps them.
+    idle_timeout: close a connection that brings no bytes for this many seconds, fresh or kept alive.
     """
 
-    def __init__(self, nice: int = DEFAULT_NICE, close_after_answer: bool = False) -> None:
+    def __init__(self, nice: int = DEFAULT_NICE, close_after_answer: bool = False,
+                 idle_timeout: float | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, nice, close_after_answer), name="bench-target",
-                                    daemon=True)
+        self._process = ctx.Process(target=_serve, args=(child, nice, close_after_answer, idle_timeout),
+                                    name="bench-target", daemon=True)
         self._lock = threading.Lock()
         self.url = ""
         self.nice = 0

@@ -43,3 +43,22 @@ def test_the_target_keeps_connections_or_closes_each_after_its_answer(closing: b
     assert answers == [(200, b"ok", "close" if closing else None)] * 2
     assert arrived == ["run-1", "run-2"]
     assert accepted == (2 if closing else 1)  # http.client opens a new connection after `Connection: close`
+
+
+def test_the_idle_timeout_target_closes_a_connection_that_brings_nothing() -> None:
+    """A fresh connection that sends nothing for its idle timeout, and a kept one after its answer, are
+    closed by the target, as a server's header and keep-alive timeouts do."""
+    import socket
+    import time
+
+    with Target(nice=0, idle_timeout=0.3) as target:
+        url = urlsplit(target.url)
+        with socket.create_connection((url.hostname, url.port), timeout=5) as fresh:
+            began = time.monotonic()
+            assert fresh.recv(1) == b""  # closed by the target
+            assert 0.25 < time.monotonic() - began < 3
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+        conn.request("POST", url.path, body=b"{}", headers={"Tickwork-Run-Id": "run-1"})
+        assert conn.getresponse().read() == b"ok"
+        assert conn.sock is not None and conn.sock.recv(1) == b""  # the kept connection is closed too
+        conn.close()
