@@ -64,7 +64,7 @@ def run(config: LocalConfig) -> int:
     servers = resolve(config.data_dir, keep_data=True, env=dict(config.env))
     try:
         runtime = LocalRuntime(config.settings(servers.database_url, servers.redis_url), config.port, config.host,
-                               config.dev_api_key or devkey.read_key(config.data_dir))
+                               config.dev_api_key or devkey.read_key(config.data_dir), chaos=config.chaos)
         return _serve(runtime, config, stop)
     finally:
         servers.close()

@@ -9,6 +9,8 @@ from typing import Mapping
 from tickwork.errors import ConfigurationError
 from tickwork.settings import Settings
 
+from tickwork_local.chaos import Chaos
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = REPO_ROOT / ".tickwork"
 # Loopback only: the dev API key is printed on the console, and targets may be private.
@@ -23,6 +25,7 @@ class LocalConfig:
     dev_api_key: str | None
     env: Mapping[str, str]  # the snapshot the settings and the server resolution are built from
     host: str = DEFAULT_HOST
+    chaos: Chaos | None = None  # TICKWORK_LOCAL_CHAOS: executor invocations as Lambda's at their worst
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LocalConfig:
@@ -36,6 +39,7 @@ class LocalConfig:
             port=_port(env.get("TICKWORK_PORT")),
             dev_api_key=env.get("TICKWORK_DEV_API_KEY") or None,
             env=env,
+            chaos=Chaos.parse(env["TICKWORK_LOCAL_CHAOS"]) if env.get("TICKWORK_LOCAL_CHAOS") else None,
         )
 
     def settings(self, database_url: str, redis_url: str) -> Settings:

@@ -2,7 +2,8 @@
 
 Lambda invoke becomes a thread pool, the Step Functions loop a thread ticking every whole second, and
 API Gateway a local HTTP server producing the same events. The executors, all in this process, send
-through one SharedSender. Everything between those edges is the code that runs in AWS.
+through one SharedSender. Everything between those edges is the code that runs in AWS. Given a Chaos,
+executor invocations go through a ChaoticInvoker instead: Lambda's asynchronous delivery at its worst.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tickwork.settings import Settings
 from tickwork.store.tenants import ensure_bootstrap_key
 from tickwork.wiring import Services, build_services, configure
 
+from tickwork_local.chaos import Chaos, ChaoticInvoker
 from tickwork_local.config import DEFAULT_HOST, DEFAULT_PORT
 from tickwork_local.executors import LocalInvoker
 from tickwork_local.functions import FUNCTIONS_DIR, Functions
@@ -40,15 +42,19 @@ class LocalRuntime:
         host: str = DEFAULT_HOST,
         dev_api_key: str | None = None,
         functions_dir: Path = FUNCTIONS_DIR,
+        chaos: Chaos | None = None,
+        maintenance_period: float = MAINTENANCE_PERIOD_SECONDS,
     ) -> None:
         self.settings = settings
         self._address = (host, port)
         self._requested_key = dev_api_key
         self._functions_dir = functions_dir
+        self._chaos = chaos
+        self._maintenance_period = maintenance_period  # tests shorten it, with the sweeper's delays
         self.api_key = ""
         self.tenant_id = ""
         self._services: Services | None = None
-        self._invoker: LocalInvoker | None = None
+        self._invoker: LocalInvoker | ChaoticInvoker | None = None
         self._server: ApiServer | None = None
         self._ticker: Ticker | None = None
         self._maintenance: Ticker | None = None
@@ -57,6 +63,11 @@ class LocalRuntime:
     def api_url(self) -> str:
         assert self._server is not None, "start() first"
         return self._server.url
+
+    @property
+    def invoker(self) -> LocalInvoker | ChaoticInvoker:
+        assert self._invoker is not None, "start() first"
+        return self._invoker
 
     def start(self) -> None:
         try:
@@ -69,13 +80,14 @@ class LocalRuntime:
         functions = Functions.load(self._functions_dir)
         # Bind first: a port in use fails the start before anything is written.
         self._server = ApiServer(*self._address, functions.api)
-        self._invoker = LocalInvoker(functions.executor)
+        self._invoker = (LocalInvoker(functions.executor) if self._chaos is None
+                         else ChaoticInvoker(functions.executor, self._chaos))
         self._services = build_services(self.settings, invoker=self._invoker, db_pool_size=DB_POOL_SIZE,
                                         sender=SharedSender())
         configure(self._services)
         self._prepare_data(self._services)
         self._ticker = Ticker(functions.poller)
-        self._maintenance = Ticker(functions.poller, period=MAINTENANCE_PERIOD_SECONDS, event=MAINTENANCE_EVENT,
+        self._maintenance = Ticker(functions.poller, period=self._maintenance_period, event=MAINTENANCE_EVENT,
                                    name="tickwork-maintenance")
         self._server.start()
         self._ticker.start()

@@ -3,6 +3,11 @@
 `python -m tickwork_local` sends 100 every-second jobs to Python's stock http.server (HTTP/1.0, the body
 ended by the close); Redis loses every key of the deployment; the process is killed with SIGKILL and
 started again. The target counts every delivery by run id. This waits on the wall clock: marked slow.
+
+It runs twice: with the local runtime's plain invoker, and with its chaotic one (TICKWORK_LOCAL_CHAOS,
+tickwork_local.chaos), which delivers executor events as Lambda may: twice, late, throttled (and dropped when
+too old), retried after a function error, and killed before their write or after their work. Kills after a
+write, whose runs are sent again by design, are tests/faults/test_lambda_semantics.py's to count.
 """
 from __future__ import annotations
 
@@ -36,6 +41,13 @@ RUN_AFTER_RESTART_SECONDS = 6.0
 # target without their result reaching Postgres: their slots make the crash window.
 CRASH_WINDOW_BEFORE = timedelta(seconds=2.5)
 CRASH_WINDOW_AFTER = timedelta(seconds=DOWN_SECONDS + 1)
+# Lambda's timings shortened to the test's seconds: a function error retried 1 s then 2 s later, events older
+# than 5 s dropped; the sweeper's delays likewise.
+CHAOTIC = {
+    "TICKWORK_LOCAL_CHAOS": "21,duplicate=0.15,delay=0.15,throttle=0.1,kill=0.08,kill_points=before_write/after_work,"
+                            "retry_delay_seconds=1,throttle_backoff_seconds=0.5,max_event_age_seconds=5",
+    "TICKWORK_SWEEP_AFTER_SECONDS": "2", "TICKWORK_LOST_MARGIN_SECONDS": "3",
+}
 
 
 def _api(url: str, key: str, method: str, path: str, body: Any = None) -> Any:
@@ -55,8 +67,9 @@ def _flush(settings: Settings) -> int:
         client.close()
 
 
+@pytest.mark.parametrize("invoker_env", [pytest.param({}, id="thread-pool"), pytest.param(CHAOTIC, id="chaotic")])
 def test_a_runtime_killed_after_redis_lost_its_keys_sends_no_slot_twice_and_loses_none(
-    settings: Settings, tmp_path: Path,
+    settings: Settings, tmp_path: Path, invoker_env: dict[str, str],
 ) -> None:
     """Break: Redis loses the whole due index while 100 every-second jobs run; seconds later the process
     is killed (SIGKILL) and started again over the same Postgres and Redis.
@@ -65,7 +78,7 @@ def test_a_runtime_killed_after_redis_lost_its_keys_sends_no_slot_twice_and_lose
     first and last recorded slot has a row (run, or recorded missed): no slot silently lost."""
     target = Target(stock=True)
     port = free_port()
-    env = {"TICKWORK_RATE_LIMIT_PER_SECOND": "0"}
+    env = {"TICKWORK_RATE_LIMIT_PER_SECOND": "0", **invoker_env}
     process, url, key = start_process(settings, tmp_path, port, env)
     try:
         job_ids = [_api(url, key, "POST", "/jobs", {
