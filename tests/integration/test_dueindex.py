@@ -1,7 +1,7 @@
 """The due index against real Redis: the Lua claim is a compare-and-set, the tick lock is token-checked."""
 from __future__ import annotations
 
-from tickwork.dueindex import Claim, DueIndex
+from tickwork.dueindex import TICKED_SECOND_TTL_MS, Claim, DueIndex
 from tickwork.wiring import Services
 
 SPEC = {"v": 1, "s": {"canonical": "* * * * *"}}
@@ -60,6 +60,20 @@ def test_every_tick_records_its_time_whether_or_not_it_gets_the_lock(services: S
     assert index.acquire_tick("theirs", 5_000, 2_000) == (False, 1)  # another poller holds this second's lock
     assert index.last_tick_ms() == 2_000  # ...but a poller is ticking: what GET /health asks
     assert index.last_tick_key.startswith("{" + services.settings.namespace + "}:")
+
+
+def test_a_second_is_marked_ticked_only_by_the_poller_that_took_the_lock(services: Services) -> None:
+    index = DueIndex(services.redis, services.settings.namespace)
+    assert index.acquire_tick_lock("still running", 5_000)
+    assert index.acquire_tick("kept out", 5_000, 1_500, second=1) == (False, 1)
+    assert not services.redis.exists(index.ticked_second_key(1))
+    assert index.release_tick_lock("still running")
+    assert index.acquire_tick("first", 5_000, 1_600, second=1) == (True, 1)
+    assert 0 < services.redis.pttl(index.ticked_second_key(1)) <= TICKED_SECOND_TTL_MS
+    assert index.release_tick_lock("first")
+    assert index.acquire_tick("second", 5_000, 1_700, second=1) == (False, 1)  # the lock is free, the second taken
+    assert index.last_tick_ms() == 1_700
+    assert index.ticked_second_key(1).startswith("{" + services.settings.namespace + "}:")
 
 
 def test_put_job_with_keep_score_does_not_rewind_a_live_job(services: Services) -> None:

@@ -171,6 +171,41 @@ def test_a_held_tick_lock_makes_the_second_poller_skip(services: Services, invok
     assert services.redis.get(due_index(services).tick_lock_key) == "other"
 
 
+def test_each_second_is_ticked_once_however_many_pollers_wake_for_it(services: Services, invoker) -> None:
+    """Two tick loops side by side (or a duplicated execution) wake for the same second: one works."""
+    insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    second = to_ms(T0) // 1000
+    assert Poller(services).tick(to_ms(T0) + 500, second).locked
+    assert not Poller(services).tick(to_ms(T0) + 520, second).locked  # the other loop, 20 ms later
+    assert Poller(services).tick(to_ms(T0) + 1500, second + 1).locked
+    assert sorted(d.fire_at_ms for d in invoker.dispatches) == [to_ms(T0) + i * 1000 for i in range(4)]
+
+
+def test_a_second_kept_out_by_a_running_tick_is_left_to_the_next_arrival(services: Services, invoker) -> None:
+    second = to_ms(T0) // 1000
+    index = due_index(services)
+    assert index.acquire_tick_lock("a tick of the previous second, still running", 5_000)
+    assert not Poller(services).tick(to_ms(T0) + 500, second).locked
+    assert index.release_tick_lock("a tick of the previous second, still running")
+    assert Poller(services).tick(to_ms(T0) + 700, second).locked
+
+
+def test_the_tick_handler_claims_as_of_half_past_and_names_the_next_whole_second(services: Services, invoker) -> None:
+    """The loop's Wait ends on the whole second; the tick runs at once (no Lambda waiting half of every
+    second) and claims as of half past: the same slots, each 1.5 s ahead of that point."""
+    insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    at = to_ms(T0) / 1000 + 0.04  # the Wait ended on the second; the invoke took 40 ms
+    answer = handle_tick(services, lambda: at)
+    assert answer["locked"] and answer["next_tick_at"] == "2026-11-30T12:00:01.000Z"
+    # As of half past with the 1.5 s lookahead: the first slot late, the next two 1.5 s ahead.
+    assert sorted(d.fire_at_ms for d in invoker.dispatches) == [to_ms(T0), to_ms(T0) + 1000, to_ms(T0) + 2000]
+    assert not handle_tick(services, lambda: at + 0.3)["locked"]  # a duplicated invoke for the same second
+    late = to_ms(T0) / 1000 + 1.7  # a retried invoke of the next second, after its point: claims as of then
+    answer = handle_tick(services, lambda: late)
+    assert answer["locked"] and answer["next_tick_at"] == "2026-11-30T12:00:02.000Z"
+    assert max(d.fire_at_ms for d in invoker.dispatches) == to_ms(T0) + 3000
+
+
 def test_a_flushed_index_is_rebuilt_from_postgres_at_the_next_tick(services: Services, invoker) -> None:
     """Break: Redis loses every key (FLUSHALL, failover to an empty replica). Must hold: the next tick
     rebuilds the index from Postgres and the due job runs once; the following tick runs nothing more."""

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 from tickwork.dueindex import DueEntry
 from tickwork.models import Dispatch
-from tickwork.poller import next_tick_at, plan_batch
+from tickwork.poller import TICK_OFFSET_MS, next_tick_at, plan_batch, tick_point
 from tickwork.schedule import parse_schedule
 from tickwork.scheduling import index_spec
 from tickwork.store.executions import Slot
@@ -53,7 +53,20 @@ def test_one_time_schedule_leaves_the_index_after_its_run() -> None:
     assert slot.fire == from_ms(T0)
 
 
-def test_next_tick_is_half_past_the_next_second_boundary() -> None:
-    assert next_tick_at(T0 / 1000 + 0.25) == "2026-11-30T12:00:00.500Z"
-    assert next_tick_at(T0 / 1000 + 0.5) == "2026-11-30T12:00:01.500Z"
-    assert next_tick_at(T0 / 1000 + 0.75) == "2026-11-30T12:00:01.500Z"
+def test_the_loop_waits_for_the_next_whole_second_after_the_one_it_ticked() -> None:
+    # A Wait honours its Timestamp to the second: it names a whole second, after the one just ticked.
+    second = T0 // 1000
+    assert next_tick_at(second + 0.05, second) == "2026-11-30T12:00:01.000Z"
+    assert next_tick_at(second + 0.75, second) == "2026-11-30T12:00:01.000Z"
+    # A long tick ending past the next whole second, before its point: that second is ticked at once.
+    assert next_tick_at(second + 1.2, second) == "2026-11-30T12:00:01.000Z"
+    # ...past its point too: the tick of the following second claims what it would have.
+    assert next_tick_at(second + 1.7, second) == "2026-11-30T12:00:02.000Z"
+
+
+def test_a_tick_claims_as_of_half_past_the_second_it_was_invoked_in_or_as_of_now_when_later() -> None:
+    second = T0 / 1000
+    assert tick_point(second) == second + TICK_OFFSET_MS / 1000
+    assert tick_point(second + 0.031) == second + 0.5  # the Wait ended on the second, the invoke took 31 ms
+    assert tick_point(second + 0.5) == second + 0.5
+    assert tick_point(second + 0.8) == second + 0.8  # late (a retry, a first tick)

@@ -149,6 +149,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+# Note that a poller is ticking (KEYS[2], read by GET /health) and read the stored shard count (KEYS[3]); then
+# take the tick lock (KEYS[1]) unless this second was already ticked (KEYS[4], when given): two tick loops
+# side by side, or a duplicate execution, wake for the same second, and only the first of them works. The
+# second is marked only by the poller that took the lock, so a tick kept out by another one still running
+# leaves the second to a later arrival. Returns {1 if locked else 0, the shard count or false}.
+_ACQUIRE_TICK = """
+redis.call('SET', KEYS[2], ARGV[3])
+local layout = redis.call('GET', KEYS[3])
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {0, layout} end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, layout} end
+if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[4]) end
+return {1, layout}
+"""
+# How long a second's mark outlives it: far longer than any tick of that second can arrive late, and
+# short-lived enough that the marks of an hour never pile up.
+TICKED_SECOND_TTL_MS = 60_000
+
 
 def encode_spec(spec: dict[str, Any]) -> str:
     return json.dumps(spec, separators=(",", ":"))
@@ -415,7 +432,9 @@ class DueIndex:
         self.maintenance_lock_key = f"{base}:maintenance-lock"
         self.layout_key = f"{base}:shards"  # the shard count the index was built for; absent: 1
         self.last_tick_key = f"{base}:last-tick"  # when a poller last ticked (GET /health reads it)
+        self._base = base
         self._release = redis.register_script(_RELEASE_LOCK)
+        self._acquire_tick = redis.register_script(_ACQUIRE_TICK)
 
     # The first shard's keys: the whole index's with one shard.
     due_key = property(lambda self: self.shards[0].due_key)
@@ -526,15 +545,17 @@ class DueIndex:
                 states[i] = state
         return states
 
-    def acquire_tick(self, token: str, ttl_ms: int, now_ms: int) -> tuple[bool, int]:
+    def acquire_tick(self, token: str, ttl_ms: int, now_ms: int, second: int | None = None) -> tuple[bool, int]:
         """Note that a poller is ticking (GET /health reads it), take the tick lock and read the stored
-        shard count, in one round trip."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(self.last_tick_key, now_ms)
-        pipe.set(self.tick_lock_key, token, nx=True, px=ttl_ms)
-        pipe.get(self.layout_key)
-        _, won, stored = pipe.execute()
+        shard count, in one round trip. With `second` (epoch seconds), only if no poller ticked that second."""
+        keys = [self.tick_lock_key, self.last_tick_key, self.layout_key]
+        if second is not None:
+            keys.append(self.ticked_second_key(second))
+        won, stored = self._acquire_tick(keys=keys, args=[token, ttl_ms, now_ms, TICKED_SECOND_TTL_MS])
         return bool(won), int(stored or 1)
+
+    def ticked_second_key(self, second: int) -> str:
+        return f"{self._base}:ticked:{second}"
 
     def last_tick_ms(self) -> int | None:
         """When a poller last ticked (epoch ms, its own clock), None if none ever did since Redis was empty."""

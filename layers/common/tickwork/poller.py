@@ -39,7 +39,8 @@ MAX_BATCHES_PER_TICK = 100
 # slowest step; two at once let Postgres use a second core. A tick failing mid-way leaves at most this
 # many batches claimed in Redis but unrecorded, which maintenance rewinds (reconcile.rewind_unrecorded_claims).
 RECORDS_IN_FLIGHT = 2
-# Where in each second the loop ticks (see next_tick_at).
+# Where in each second the loop ticks (see tick_point): half a second away from the whole seconds that
+# schedules fire on, where executors send.
 TICK_OFFSET_MS = 500
 # How long a tick may spend rebuilding a lost index before it dispatches what is indexed so far: well
 # inside the 900 ms tick lock, leaving room for the tick's own batches. The rest waits for the next tick.
@@ -152,9 +153,10 @@ class Poller:
         self.index = DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
         self.rebuild = rebuild
 
-    def tick(self, now_ms: int) -> TickResult:
+    def tick(self, now_ms: int, second: int | None = None) -> TickResult:
+        """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
         token = uuid.uuid4().hex
-        locked, stored_shards = self.index.acquire_tick(token, self.svc.settings.tick_lock_ms, now_ms)
+        locked, stored_shards = self.index.acquire_tick(token, self.svc.settings.tick_lock_ms, now_ms, second)
         if not locked:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
@@ -293,22 +295,38 @@ class Poller:
         logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
 
 
-def next_tick_at(now: float) -> str:
-    """The next tick instant (half past a second) for the Step Functions Wait state.
+def tick_point(now: float) -> float:
+    """The point of its second a tick invoked at `now` claims as of: TICK_OFFSET_MS past the second it
+    was invoked in, or `now` when that is past.
 
-    Schedules fire on whole seconds; ticking half a second off them keeps the poller's work away from
-    the instants when executors send, and with a 1.5 s lookahead every slot is claimed 1.5 s ahead.
-    (A timestamp already past just continues.)
+    Schedules fire on whole seconds; claiming half a second off them, with a 1.5 s lookahead, hands every
+    slot to an executor 1.5 s before its instant as of that point. The local runtime ticks at that point.
+    The Step Functions loop cannot: its Wait ends on a whole second (it drops a Timestamp's
+    milliseconds), so its tick runs right after, up to TICK_OFFSET_MS before its point, and claims the same
+    slots as of it. The executors then hold those runs up to half a second longer (and only when there
+    are runs), instead of the poller's Lambda waiting half of every second, idle or not.
     """
-    offset = TICK_OFFSET_MS / 1000
-    following = math.floor(now - offset) + 1 + offset
-    return rfc3339(datetime.fromtimestamp(following, tz=timezone.utc)) or ""
+    return max(now, math.floor(now) + TICK_OFFSET_MS / 1000)
+
+
+def next_tick_at(now: float, ticked: int) -> str:
+    """The second the loop's next tick belongs to, for the Step Functions Wait state's Timestamp, after a
+    tick of second `ticked` that ended at `now`: a whole second (a Wait honours a Timestamp only to the
+    second), after `ticked`, and no earlier than the first whose tick point is still ahead of `now`. A
+    second already begun (a tick that ended past the next whole second, before its point) is in the past:
+    the Wait continues at once and that second is ticked late, rather than not at all.
+    """
+    second = max(ticked + 1, math.floor(now - TICK_OFFSET_MS / 1000) + 1)
+    return rfc3339(datetime.fromtimestamp(second, tz=timezone.utc)) or ""
 
 
 def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
-    now_ms = int(clock() * 1000)
+    invoked = clock()
+    second = math.floor(invoked)
+    now_ms = int(tick_point(invoked) * 1000)
     poller = Poller(svc)
-    result = poller.tick(now_ms)
+    # Per second, one tick works: two loops side by side (or a duplicated execution) wake for the same one.
+    result = poller.tick(now_ms, second=second)
     if result.dispatched or result.missed:
         logger.info("tick dispatched runs", extra=result.as_dict())
     metrics.record_tick(result)
@@ -319,4 +337,4 @@ def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
         backlog = poller.index.count_due(now_ms)
         metrics.record_backlog(backlog)
     metrics.flush()
-    return {"next_tick_at": next_tick_at(clock()), **result.as_dict(), "due_backlog": backlog}
+    return {"next_tick_at": next_tick_at(clock(), second), **result.as_dict(), "due_backlog": backlog}
