@@ -20,12 +20,20 @@ $(STAMP): pyproject.toml layers/common/requirements.txt
 	.venv-sam/bin/pip install --quiet 'aws-sam-cli>=1.120'
 	touch $@
 
+## checkov, which scans the SAM-transformed template in the suite (tests/unit/test_template_deployable.py), in a venv of
+## its own for the same reason: every recent checkov pins boto3 exactly, against the layer's lock that the dev venv follows.
+CHECKOV := .venv-checkov/.installed
+$(CHECKOV): tests/unit/checkov-requirements.txt
+	$(PYTHON) -m venv .venv-checkov
+	.venv-checkov/bin/pip install --quiet -r tests/unit/checkov-requirements.txt
+	touch $@
+
 ## Run Tickwork locally: API on 127.0.0.1:3000, poller ticking every second, executors in a thread pool.
 dev: $(STAMP)
 	$(PY) -m tickwork_local
 
 ## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise).
-test: $(STAMP) interop-servers
+test: $(STAMP) interop-servers $(CHECKOV)
 	$(PY) -m pytest
 
 ## The interop suite's stock servers that are not Python packages (tests/interop): Debian's nginx and Node.js,
@@ -50,7 +58,7 @@ test-embedded: $(STAMP)
 ## The whole suite with the date shifted (FAKETIME, libfaketime's format, default +365d) for the tests and
 ## the embedded PostgreSQL and Redis alike (a local Redis Cluster and Chromium, which hang under libfaketime,
 ## keep the real clock). Needs Debian's faketime package and a C compiler; not in CI.
-test-shifted: $(STAMP) interop-servers
+test-shifted: $(STAMP) interop-servers $(CHECKOV)
 	tests/shifted/run $(PY) -q
 
 ## Regenerate docs/openapi.json from the code (tests/integration/test_api_docs.py fails while it is stale).

@@ -1,5 +1,5 @@
-"""Poller Lambda: one tick per invocation (the Step Functions loop), the maintenance pass (a schedule), or
-the schema migration (a CloudFormation custom resource, at deploy time)."""
+"""Poller Lambda: one tick per invocation (the Step Functions loop), or the maintenance pass (a schedule).
+The schema migration a deploy runs has a function of its own (functions/migrations)."""
 from __future__ import annotations
 
 import time
@@ -7,7 +7,6 @@ from typing import Any
 
 from tickwork.logs import function_logger, with_lambda_context
 from tickwork.poller import handle_tick
-from tickwork.provisioning import checkout_seconds, handle_custom_resource, is_custom_resource_event, migrate_schema
 from tickwork.wiring import services
 
 logger = function_logger()
@@ -15,8 +14,6 @@ logger = function_logger()
 
 @with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    if is_custom_resource_event(event):
-        return handle_custom_resource(event, lambda: migrate_schema(services().db, checkout_seconds(context)))
     if event.get("task") == "maintenance":
         from tickwork.maintenance import handle_maintenance  # every few minutes: not on a tick's cold start
 

@@ -60,22 +60,24 @@ def _run(function: str, events: list[dict[str, Any]], services: Services, tmp_pa
     return request_ids, lines, json.loads(results.read_text())
 
 
-def test_poller_and_executor_lines_carry_the_run_s_ids(services: Services, target: Target, tmp_path: Path) -> None:
+def test_migrations_poller_and_executor_lines_carry_the_ids(services: Services, target: Target, tmp_path: Path) -> None:
     job_id = insert_job(services, schedule="0 0 1 1 *", next_run_at=datetime.now(timezone.utc) - timedelta(seconds=1),
                         url=target.url + "/hook")
-    migrate = load_event("poller_migrate_schema.json")
+    migrate = load_event("migrations_create.json")
     migrate["ResponseURL"] = target.url + "/cloudformation"  # CloudFormation's presigned URL, here
+    (migrate_id,), lines, _ = _run("migrations", [migrate], services, tmp_path)
+    migrated = next(line for line in lines if line["message"] == "schema migrated")
+    assert migrated["function_request_id"] == migrate_id and migrated["cold_start"] is True
+    assert any(r["path"] == "/cloudformation" for r in target.requests)
+
     dispatches = tmp_path / "dispatches.json"
-    ids, lines, results = _run("poller", [load_event("poller_tick.json"), load_event("poller_maintenance.json"), migrate],
+    ids, lines, results = _run("poller", [load_event("poller_tick.json"), load_event("poller_maintenance.json")],
                                services, tmp_path, dispatches)
     assert results[0]["dispatched"] == 1
     by_message = {line["message"]: line for line in lines}
     tick = by_message["tick dispatched runs"]
     assert tick["function_request_id"] == ids[0] and tick["dispatched"] == 1 and tick["cold_start"] is True
     assert by_message["maintenance finished"]["function_request_id"] == ids[1]
-    migrated = by_message["schema migrated"]
-    assert migrated["function_request_id"] == ids[2] and migrated["cold_start"] is False
-    assert any(r["path"] == "/cloudformation" for r in target.requests)
 
     (dispatch,) = json.loads(dispatches.read_text())
     event = load_event("executor_dispatch.json")

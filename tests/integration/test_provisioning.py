@@ -1,9 +1,11 @@
-"""The schema migration the deploy runs: the poller answers CloudFormation's custom-resource event
-(events/poller_migrate_schema.json), migrating the real Postgres, and PUTs the response to the
-ResponseURL, played by a local HTTP server."""
+"""The schema migration the deploy runs: the migrations function answers CloudFormation's custom-resource
+event (events/migrations_create.json), migrating the real Postgres, and PUTs the response to the
+ResponseURL, played by a local HTTP server, on every path before its own timeout."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from typing import Any, Callable, Iterator
 
@@ -39,7 +41,7 @@ def fresh_services(servers: Any, empty_schema: str) -> Iterator[Services]:
 
 
 def _event(target: Target, request_type: str, physical_id: str | None = None) -> dict[str, Any]:
-    event = load_event("poller_migrate_schema.json")
+    event = load_event("migrations_create.json")
     event["RequestType"] = request_type
     event["ResponseURL"] = f"{target.url}/response?X-Amz-Signature=0000"
     if physical_id:
@@ -64,7 +66,7 @@ def test_create_migrates_the_schema_and_reports_success(
     fresh_services: Services, empty_schema: str, handler: Handler, target: Target
 ) -> None:
     event = _event(target, "Create")
-    handler("poller")(event, None)
+    handler("migrations")(event, None)
     (response,) = openapi_responses(target)
     assert response["Status"] == "SUCCESS", response
     assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
@@ -77,10 +79,10 @@ def test_create_migrates_the_schema_and_reports_success(
 def test_an_update_is_idempotent_and_keeps_the_physical_id(
     fresh_services: Services, handler: Handler, target: Target
 ) -> None:
-    handler("poller")(_event(target, "Create"), None)
+    handler("migrations")(_event(target, "Create"), None)
     physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
-    handler("poller")(_event(target, "Update", physical_id), None)
-    handler("poller")(_event(target, "Update", physical_id), None)
+    handler("migrations")(_event(target, "Update", physical_id), None)
+    handler("migrations")(_event(target, "Update", physical_id), None)
     first, *updates = openapi_responses(target)
     assert [u["Status"] for u in updates] == ["SUCCESS", "SUCCESS"]
     assert [u["Data"]["Applied"] for u in updates] == ["", ""]
@@ -88,9 +90,9 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
 
 
 def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, handler: Handler, target: Target) -> None:
-    handler("poller")(_event(target, "Create"), None)
+    handler("migrations")(_event(target, "Create"), None)
     physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
-    handler("poller")(_event(target, "Delete", physical_id), None)
+    handler("migrations")(_event(target, "Delete", physical_id), None)
     assert openapi_responses(target)[1]["Status"] == "SUCCESS"
     assert openapi_responses(target)[1]["PhysicalResourceId"] == physical_id
     assert "jobs" in _tables(empty_schema)
@@ -101,7 +103,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
 ) -> None:
     with psycopg.connect(empty_schema, autocommit=True) as conn:
         conn.execute("CREATE TABLE tenants (squatter int)")  # a table the first migration wants to create
-    result = handler("poller")(_event(target, "Create"), None)
+    result = handler("migrations")(_event(target, "Create"), None)
     (response,) = openapi_responses(target)
     assert response["Status"] == "FAILED"
     assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
@@ -109,7 +111,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     # Nothing half-applied: a failed migration rolls back whole.
     assert _tables(empty_schema) == {"tenants"}
     # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
-    handler("poller")(_event(target, "Delete", response["PhysicalResourceId"]), None)
+    handler("migrations")(_event(target, "Delete", response["PhysicalResourceId"]), None)
     assert openapi_responses(target)[1]["Status"] == "SUCCESS"
 
 
@@ -122,7 +124,7 @@ def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
         svc = build_services(settings, invoker=RecordingInvoker())
         configure(svc)
         try:
-            handler("poller")(_event(target, "Create"), FakeContext(remaining_ms=6000))
+            handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=16_000))
         finally:
             configure(None)
             svc.close()
@@ -135,10 +137,83 @@ def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_sch
                                              target: Target) -> None:
     event = _event(target, "Create")
     event["ResourceType"] = "Custom::Something"
-    handler("poller")(event, None)
+    handler("migrations")(event, None)
     (response,) = openapi_responses(target)
     assert response["Status"] == "FAILED" and "Custom::Something" in response["Reason"]
     assert "jobs" not in _tables(empty_schema)
+
+
+def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_times_out(
+    fresh_services: Services, empty_schema: str, handler: Handler, target: Target,
+) -> None:
+    """Break: another session holds the lock the migration needs (here the migrations' own advisory
+    lock, as a second deploy would; a table lock behind a long transaction is the same wait). Must hold:
+    the wait is cut by lock_timeout, and CloudFormation gets FAILED, saying so, before the function's
+    timeout; nothing is applied. Once the lock is free, the next update migrates."""
+    from tickwork.db import _MIGRATION_LOCK
+    from tickwork.provisioning import LOCK_TIMEOUT_SECONDS, RESPONSE_MARGIN_SECONDS, STATEMENT_MARGIN_SECONDS
+
+    # Room for one wait for the lock, not for a second try.
+    remaining = RESPONSE_MARGIN_SECONDS + STATEMENT_MARGIN_SECONDS + LOCK_TIMEOUT_SECONDS + 1
+    with psycopg.connect(empty_schema, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        began = time.monotonic()
+        handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
+        took = time.monotonic() - began
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "FAILED" and "LockNotAvailable" in response["Reason"], response
+    assert took < remaining - RESPONSE_MARGIN_SECONDS + 1, took  # answered with the margin left
+    assert "jobs" not in _tables(empty_schema)
+    handler("migrations")(_event(target, "Update", response["PhysicalResourceId"]), None)
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS" and "jobs" in _tables(empty_schema)
+
+
+def test_a_lock_released_while_the_budget_lasts_is_waited_for_in_short_tries(
+    fresh_services: Services, empty_schema: str,
+) -> None:
+    """Each try waits at most lock_timeout (traffic queued behind a DDL statement waits no longer), and
+    the migration is tried again while its budget lasts: a lock held for a moment only delays it."""
+    from tickwork.db import _MIGRATION_LOCK
+    from tickwork.provisioning import MigrationLimits, migrate_schema
+
+    holder = psycopg.connect(empty_schema, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    release = threading.Timer(1.5, holder.close)
+    release.start()
+    try:
+        applied = migrate_schema(fresh_services.db, budget=20, limits=MigrationLimits(lock_timeout=0.3, retry_pause=0.2))
+    finally:
+        release.join()
+    assert applied[0] == "0001_init.sql" and "jobs" in _tables(empty_schema)
+
+
+def test_a_migration_that_outlasts_its_budget_is_answered_failed_in_time(target: Target) -> None:
+    """Whatever holds the migration up (a statement the database has not ended yet), CloudFormation is
+    answered when the budget is spent, not when Lambda kills the function."""
+    from tickwork.provisioning import handle_custom_resource
+
+    stuck = threading.Event()
+    began = time.monotonic()
+    response = handle_custom_resource(_event(target, "Create"), lambda: [str(stuck.wait(30))], budget=1.0)
+    assert time.monotonic() - began < 3
+    assert response["Status"] == "FAILED" and "did not finish within 1 s" in response["Reason"]
+    assert openapi_responses(target) == [response]
+    stuck.set()
+
+
+def test_a_delete_is_answered_without_the_database(servers: Any, handler: Handler, target: Target) -> None:
+    """The stack's delete removes the database too: deleting the migration resource never waits on it."""
+    with socket_closed_port() as port:
+        settings = Settings(database_url=f"postgresql://tickwork@127.0.0.1:{port}/tickwork", redis_url=servers.redis_url)
+        svc = build_services(settings, invoker=RecordingInvoker())
+        configure(svc)
+        try:
+            handler("migrations")(_event(target, "Delete", "SchemaMigration-schema"), FakeContext(remaining_ms=20_000))
+        finally:
+            configure(None)
+            svc.close()
+    (response,) = openapi_responses(target)
+    assert (response["Status"], response["PhysicalResourceId"]) == ("SUCCESS", "SchemaMigration-schema")
 
 
 class FakeContext:

@@ -31,6 +31,9 @@ def loaded_by_import(function: str) -> set[str]:
     ("api", (AEAD, "urllib3", "tickwork.delivery")),  # a route seals only what it is given; it never sends
     # A run neither edits jobs nor parses schedules; only a retry bounded by its job's next slot does.
     ("executor", ("tickwork.jobs", "tickwork.schedule", "tickwork.quotas", "tickwork.scheduling")),
+    ("migrations", (AEAD, "urllib3", "tickwork.delivery", "tickwork.poller", "tickwork.executor")),  # it only migrates
+    # and the poller no longer answers CloudFormation: its deploy-time code is not loaded on a tick's cold start
+    ("poller", ("tickwork.provisioning",)),
 ])
 def test_importing_a_handler_leaves_out_what_its_invocations_do_not_use(function: str, absent: tuple[str, ...]) -> None:
     loaded = loaded_by_import(function)
@@ -45,7 +48,7 @@ print(json.dumps([type(h).__name__ for h in logging.getLogger("tickwork").handle
 """
 
 
-@pytest.mark.parametrize("function", ["api", "poller", "executor"])
+@pytest.mark.parametrize("function", ["api", "poller", "executor", "migrations"])
 def test_a_handler_logs_to_stdout_as_it_is_at_each_line(function: str) -> None:
     """The API once created a plain Logger before function_logger(): its lines went to the stdout of import
     time, which a test's capture (or the local runtime's console) has closed or replaced since."""

@@ -676,24 +676,41 @@ def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transf
 # ------------------------------------------------------------------------------- deploy ordering
 
 
-def test_the_schema_is_migrated_by_the_poller_on_every_code_change(resources: dict[str, Any]) -> None:
-    from tickwork.provisioning import MIGRATION_RESOURCE_TYPE
+def test_the_schema_is_migrated_by_its_own_function_on_every_code_or_database_change(
+    resources: dict[str, Any],
+) -> None:
+    from tickwork.provisioning import MIGRATION_RESOURCE_TYPE, RESPONSE_MARGIN_SECONDS
 
     migration = resources["SchemaMigration"]
-    assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the poller accepts
+    assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the function accepts
     props = migration["Properties"]
-    assert props["ServiceToken"] == {"Fn::GetAtt": ["PollerFunction", "Arn"]}
+    assert props["ServiceToken"] == {"Fn::GetAtt": ["MigrationsFunction", "Arn"]}
+    # Minutes to migrate, an answer before the function's timeout, CloudFormation waiting a little longer.
+    timeout = resources["MigrationsFunction"]["Properties"]["Timeout"]
+    assert 120 <= timeout - RESPONSE_MARGIN_SECONDS and timeout < props["ServiceTimeout"] <= timeout + 120
     # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
     assert props["CodeVersion"] == {"Ref": "CommonLayer"}
-    assert 60 <= props["ServiceTimeout"] <= 3600
-    # The poller reads its secret through the NAT and connects through the security groups: every
-    # route, association and rule on that path must exist before it is called.
+    # So is a new, empty database: a replaced instance has a new address, a new DatabaseName a new name.
+    assert props["DatabaseEndpoint"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]},
+                                                    {"Ref": "DatabaseHost"}]}
+    assert props["DatabaseName"] == {"Ref": "DatabaseName"}
+    # The function reads its secret through the NAT, connects through the security groups and answers
+    # through the S3 endpoint: every route, association and rule on that path exists before it is called,
+    # and on delete goes only after it answered (the internet gateway's route and attachment included).
     waits = {item["Fn::If"][1]["Ref"]: item["Fn::If"][0] for item in props["NetworkReady"]}
     assert all(item["Fn::If"][2] == {"Ref": "AWS::NoValue"} for item in props["NetworkReady"])
     on_the_path = {name: res.get("Condition") for name, res in resources.items() if res["Type"] in (
         "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress", "AWS::EC2::SubnetRouteTableAssociation",
-        "AWS::EC2::Route", "AWS::RDS::DBProxyTargetGroup") and "Public" not in name}
+        "AWS::EC2::Route", "AWS::RDS::DBProxyTargetGroup", "AWS::EC2::VPCGatewayAttachment", "AWS::EC2::VPCEndpoint")
+        and "PublicSubnet" not in name}
     assert waits == on_the_path
+
+
+def test_a_major_version_offered_for_the_database_can_be_deployed(template: dict[str, Any]) -> None:
+    """DatabaseEngineVersion offers more than one major version: changing it must upgrade in place."""
+    resources = template["Resources"]
+    majors = {version.split(".")[0] for version in template["Parameters"]["DatabaseEngineVersion"]["AllowedValues"]}
+    assert len(majors) > 1 and resources["Database"]["Properties"]["AllowMajorVersionUpgrade"] is True
 
 
 def test_nothing_is_scheduled_before_the_migration(transformed: dict[str, Any]) -> None:
