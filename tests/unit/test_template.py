@@ -400,8 +400,8 @@ def test_maintenance_runs_every_minute_on_the_poller(resources: dict[str, Any], 
     # A pass that is late or failed is superseded by the next one: nobody should queue or retry it.
     config = function_props(template, "PollerFunction")["EventInvokeConfig"]
     assert config["MaximumRetryAttempts"] == 0 and config["MaximumEventAgeInSeconds"] <= 60
-    # A new account's quota (10) accepts no reservation: the default reserves nothing, production does.
-    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] == 0
+    # The tick gets its own concurrency by default: a burst of executors cannot throttle it.
+    assert template["Parameters"]["PollerReservedConcurrency"]["Default"] == 3
 
 
 # ------------------------------------------------------------------------------ logs, outputs
@@ -468,9 +468,9 @@ def test_samconfig_overrides_are_valid_template_parameters(template: dict[str, A
     assert not {"DatabaseHost", "DatabaseSecretArn", "RedisUrl"} & set(overrides), "endpoints are per account"
 
 
-def test_samconfig_prod_is_protected_and_dev_fits_a_new_account(samconfig: dict[str, Any]) -> None:
+def test_samconfig_prod_is_protected_and_both_reserve_the_tick(samconfig: dict[str, Any]) -> None:
     dev, prod = _overrides(samconfig["dev"]), _overrides(samconfig["prod"])
-    assert dev["Stage"] == "dev" and dev["PollerReservedConcurrency"] == "0"
+    assert dev["Stage"] == "dev" and dev["PollerReservedConcurrency"] == "3"
     assert prod["Stage"] == "prod" and prod["NatGateways"] == "PerAz"
     assert int(prod["PollerReservedConcurrency"]) >= 3  # two overlapping loops plus the maintenance pass
     assert samconfig["prod"]["global"]["parameters"]["stack_name"] != samconfig["dev"]["global"]["parameters"]["stack_name"]
@@ -496,8 +496,12 @@ def test_a_new_vpc_spans_two_azs_with_private_and_public_subnets(resources: dict
     # Private subnets leave through a NAT gateway (the executor's outbound HTTPS), public ones through the IGW.
     routes = {n: r["Properties"] for n, r in resources.items() if r["Type"] == "AWS::EC2::Route"}
     assert routes["PublicRoute"]["GatewayId"] == {"Ref": "InternetGateway"}
-    assert routes["PrivateRouteA"]["NatGatewayId"] == {"Ref": "NatGatewayA"}
-    assert routes["PrivateRouteB"]["NatGatewayId"] == {"Fn::If": ["NatPerAz", {"Ref": "NatGatewayB"}, {"Ref": "NatGatewayA"}]}
+    no_value = {"Ref": "AWS::NoValue"}
+    assert routes["PrivateRouteA"]["NatGatewayId"] == {"Fn::If": ["NatInstance", no_value, {"Ref": "NatGatewayA"}]}
+    assert routes["PrivateRouteB"]["NatGatewayId"] == {"Fn::If": ["NatInstance", no_value, {
+        "Fn::If": ["NatPerAz", {"Ref": "NatGatewayB"}, {"Ref": "NatGatewayA"}]}]}
+    for side in ("A", "B"):  # or, with NatGateways=Instance, through the NAT instance
+        assert routes[f"PrivateRoute{side}"]["InstanceId"] == {"Fn::If": ["NatInstance", {"Ref": "NatInstance"}, no_value]}
     for private in ("A", "B"):
         association = resources[f"PrivateSubnet{private}RouteTable"]["Properties"]
         assert association == {"SubnetId": {"Ref": f"PrivateSubnet{private}"}, "RouteTableId": {"Ref": f"PrivateRouteTable{private}"}}
@@ -509,7 +513,13 @@ def test_one_nat_gateway_by_default_one_per_az_as_an_option(template: dict[str, 
     resources = template["Resources"]
     nat = {n for n, r in resources.items() if r["Type"] == "AWS::EC2::NatGateway"}
     assert _conditional(resources, "NatPerAz") >= {"NatGatewayB", "NatAddressB"}
-    assert resources["NatGatewayA"]["Condition"] == "CreateNetwork" and nat == {"NatGatewayA", "NatGatewayB"}
+    assert resources["NatGatewayA"]["Condition"] == "NatGatewayInA" and nat == {"NatGatewayA", "NatGatewayB"}
+    # The cheaper option: one NAT instance and no gateway, recovered by EC2 when its host fails.
+    assert _conditional(resources, "NatInstance") == {"NatInstance", "NatInstanceAddress", "NatInstanceSecurityGroup",
+                                                      "NatInstanceRecovery"}
+    instance = resources["NatInstance"]["Properties"]
+    assert instance["SourceDestCheck"] is False and instance["SubnetId"] == {"Ref": "PublicSubnetA"}
+    assert "ec2:recover" in json.dumps(resources["NatInstanceRecovery"]["Properties"]["AlarmActions"])
     assert template["Parameters"]["NatGateways"]["Default"] == "Single"
     assert template["Conditions"]["NatPerAz"] == {
         "Fn::And": [{"Condition": "CreateNetwork"}, {"Fn::Equals": [{"Ref": "NatGateways"}, "PerAz"]}]}
