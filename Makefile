@@ -53,7 +53,7 @@ interop-servers:
 
 ## The integration tests of the stores on embedded PostgreSQL and Redis (DATABASE_URL / REDIS_URL unset).
 test-embedded: $(STAMP)
-	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q tests/integration/test_dueindex.py tests/integration/test_poller.py
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest -q tests/integration/dueindex/test_dueindex.py tests/integration/dispatch/test_poller.py
 
 ## The whole suite with the date shifted (FAKETIME, libfaketime's format, default +365d) for the tests and
 ## the embedded PostgreSQL and Redis alike (a local Redis Cluster and Chromium, which hang under libfaketime,

@@ -22,7 +22,19 @@ from bench import baseline_0cron, burst, coldstart, connections, idle, rebuild, 
 from bench.harness import LineSink, Servers, capture_logs
 from bench.phases import Phase, run_phases
 from bench.report import (
-    ROOT, counts, lags, lost_verdict, machine, mode, ms, plain, ratio, seconds, table, verdict, write_doc,
+    ROOT,
+    counts,
+    lags,
+    lost_verdict,
+    machine,
+    mode,
+    ms,
+    plain,
+    ratio,
+    seconds,
+    table,
+    verdict,
+    write_doc,
 )
 from bench.target import DEFAULT_NICE, Target
 

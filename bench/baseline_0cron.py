@@ -4,8 +4,8 @@ Each poll: ZRANGEBYSCORE scheduled_jobs 0 <now, whole seconds>; for every due jo
 EX 60, then ZREM, then a task that reads the job (one SELECT), sends the request, records the run (one
 INSERT), computes the next run from *now*, ZADDs it back and updates next_run_at.
 
-Same Redis, same Postgres, same target, same HTTP code (tickwork.delivery.send over keep-alive
-tickwork.delivery.Connections, as the executor), same schedule engine, tasks on a thread pool as wide as Tickwork's executor
+Same Redis, same Postgres, same target, same HTTP code (tickwork.http.delivery's prepare, fire and complete over keep-alive
+tickwork.http.delivery.Connections, as the executor), same schedule engine, tasks on a thread pool as wide as Tickwork's executor
 pool. Where the article is silent or harsh, the baseline is given the benefit of the doubt:
 - polls start at each whole second (the article sleeps one second after each poll, which drifts);
 - the lock is deleted once the job is back in the set (the article never shows a release: with a
@@ -25,12 +25,6 @@ from typing import Any, Sequence
 
 import redis
 
-from tickwork import delivery, scheduling
-from tickwork.store import jobs as jobs_store
-from tickwork.settings import Settings
-from tickwork.timeutil import rfc3339
-from tickwork.wiring import connect_db
-
 from bench.burst import check_ahead, due_second
 from bench.executors import MIN_DB_POOL, MIN_WIDTH, WorkerProcesses, split
 from bench.harness import (
@@ -47,6 +41,12 @@ from bench.harness import (
 )
 from bench.outcome import summarize
 from bench.target import Target
+from tickwork.http import delivery
+from tickwork.schedule import specs as scheduling
+from tickwork.settings import Settings
+from tickwork.store import jobs as jobs_store
+from tickwork.timeutil import rfc3339
+from tickwork.wiring import connect_db
 
 LOCK_TTL_SECONDS = 60
 
@@ -91,7 +91,7 @@ class BaselineTasks:
         self._lock_prefix = lock_prefix
         self.redis = redis.Redis.from_url(settings.redis_url, decode_responses=True)
         self.db = connect_db(settings, db_pool_size)
-        self.http = delivery.Connections()  # keep-alive connections, as tickwork.executor.http_client()
+        self.http = delivery.Connections()  # keep-alive connections, as tickwork.runs.executor.http_client()
 
     def handle(self, task: tuple[str, int]) -> None:
         """A task from a worker process's queue: (job id, slot second)."""
@@ -109,7 +109,9 @@ class BaselineTasks:
         job = found[0]
         slot = datetime.fromtimestamp(slot_second, tz=timezone.utc)
         sent_at = time.time()
-        outcome = delivery.send(self.http, job.request, _headers(job_id, slot), float(job.request["timeout_seconds"]))
+        prepared = delivery.prepare(self.http, job.request, _headers(job_id, slot), float(job.request["timeout_seconds"]))
+        prepared.fire()
+        outcome = prepared.complete()
         with self.db.connection() as conn:
             conn.execute(_INSERT_RUN, (str(uuid.uuid4()), job_id, slot, datetime.fromtimestamp(sent_at, tz=timezone.utc),
                                        outcome.status_code, outcome.duration_ms, outcome.body, outcome.error))

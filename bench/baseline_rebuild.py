@@ -13,9 +13,11 @@ import json
 from datetime import datetime
 from typing import Any
 
-from tickwork import scheduling
-from tickwork.dueindex import DueIndex, job_member
+from bench.harness import mark_built
+from tickwork.dueindex.entries import job_member
+from tickwork.dueindex.index import DueIndex
 from tickwork.errors import ScheduleError
+from tickwork.schedule import specs as scheduling
 from tickwork.store import jobs as jobs_store
 from tickwork.timeutil import to_ms
 
@@ -45,7 +47,7 @@ def rebuild_index(conn: Any, index: DueIndex, redis: Any, now: datetime) -> int:
         active = {row[0] for row in conn.execute(_ACTIVE_AMONG, {"ids": job_ids})}
         for dead in set(job_ids) - active:
             index.remove_job(dead)
-    index.mark_built(to_ms(now))
+    mark_built(index, to_ms(now))
     return indexed
 
 

@@ -16,8 +16,9 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from tickwork import cron, schedule
-from tickwork.schedule import from_spec, parse_schedule
+from tickwork.schedule import cron
+from tickwork.schedule import engine as schedule
+from tickwork.schedule.engine import from_spec, parse_schedule
 
 CASES = (
     ("*/2 * * * * *", "UTC"),

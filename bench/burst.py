@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tickwork.poller import TICK_OFFSET_MS
 from bench.harness import ONCE_A_DAY, SecondTicker, Servers, Workspace, create_jobs, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
 from bench.target import Target
+from tickwork.dispatch.poller import TICK_OFFSET_MS
 
 DRAIN_TIMEOUT_SECONDS = 60
 # Seconds of setup per job (insert + index), measured generously, plus a fixed margin.

@@ -32,7 +32,7 @@ TARGET_MS = 250.0
 # What a Lambda environment's first invocation imports beyond the handler module, without connecting to
 # anything: services() as the template configures it (a Postgres pool whose login comes from Secrets
 # Manager, Redis, boto3 for the executor invoke / SNS / KMS), plus the first tick, run or route's own.
-_SERVICES = ("psycopg_pool", "tickwork.dbcredentials", "aws_lambda_powertools.utilities.parameters", "redis", "boto3")
+_SERVICES = ("psycopg_pool", "tickwork.store.credentials", "aws_lambda_powertools.utilities.parameters", "redis", "boto3")
 FIRST_CALL = {
     "api": _SERVICES + ("tickwork.api.app",),  # an HTTP route (the authorizer's event needs less)
     "poller": _SERVICES,  # a tick

@@ -24,14 +24,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tickwork.poller import TICK_OFFSET_MS
-
 from bench.burst import check_ahead, due_second
 from bench.harness import EVERY_SECOND, SecondTicker, Servers, Workspace, create_jobs, tick_stats, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.report import counts, lags, mode, ms, ratio, verdict
 from bench.rig import TickworkRig, warm_up
 from bench.target import Target
+from tickwork.dispatch.poller import TICK_OFFSET_MS
 
 JOBS = 200
 SECONDS = 15
@@ -42,7 +41,7 @@ ARRIVAL_GRACE_SECONDS = 2
 STRATEGIES = (("ahead", True), ("at_instant", False))
 # The third target closes a connection that brings nothing for this long (a header or keep-alive timeout
 # shorter than the 1.5 s a run's connection is opened ahead): what Tickwork's fallback for such a target
-# (tickwork.connections: open them later, within half that) costs beside a target that waits.
+# (tickwork.http.connections: open them later, within half that) costs beside a target that waits.
 IDLE_TIMEOUT_SECONDS = 1.0
 # Job name prefixes, which tell the targets' runs apart in Postgres.
 TARGETS = (("keepalive", "keep-alive target"), ("closing", "closing target"),

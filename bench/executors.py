@@ -8,8 +8,8 @@ any free environment). The parent only puts items on the queue (pickling and wri
 queue's feeder thread), so a tick never waits for the children.
 
 ProcessExecutors is Tickwork's executor Lambda on such processes: the parent groups dispatches as the
-real invoker does (tickwork.invoker.group_dispatches) and sends each group as the executor's event;
-each child decodes it and runs tickwork.executor.handle_event against its own Services, which send
+real invoker does (tickwork.dispatch.invoker.group_dispatches) and sends each group as the executor's event;
+each child decodes it and runs tickwork.runs.executor.handle_event against its own Services, which send
 through the local runtime's GatedSender (a child runs many invocations at once, as `make dev` does).
 The baseline runs its per-job tasks on the same kind of processes (bench/baseline_0cron.py).
 
@@ -32,11 +32,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from tickwork.invoker import group_dispatches, wall_clock_ms
+from bench.harness import LineSink, LogTally, capture_logs
+from tickwork.dispatch.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
 from tickwork.settings import Settings
-
-from bench.harness import LineSink, LogTally, capture_logs
 
 # A child's thread pool is never narrower than this, however many processes share the workers.
 MIN_WIDTH = 8
@@ -255,8 +254,8 @@ class _ExecutorLambda:
         self.svc = build_services(settings, db_pool_size=db_pool_size, sender=GatedSender())
 
     def handle(self, event: dict[str, Any]) -> None:
-        from tickwork.executor import handle_event
         from tickwork.models import dispatches_from_event
+        from tickwork.runs.executor import handle_event
 
         try:
             handle_event(self.svc, dispatches_from_event(event))

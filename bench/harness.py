@@ -25,18 +25,17 @@ import psycopg
 import redis
 from psycopg.types.json import Jsonb
 
-from tickwork import scheduling
-from tickwork.db import migrate
-from tickwork.dueindex import DueIndex
-from tickwork.executor import handle_event
+from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import Sender
 from tickwork.models import Dispatch, dispatches_from_event
+from tickwork.runs.executor import handle_event
+from tickwork.schedule import specs as scheduling
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
+from tickwork.store.migrate import migrate
 from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.timeutil import from_ms
 from tickwork.wiring import Services, build_services
-
 from tickwork_local.executors import ThreadPoolInvoker
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -152,7 +151,7 @@ def index_jobs(ws: Workspace, job_ids: Sequence[str], next_run_ms: int) -> None:
         for job_id in job_ids[start:start + INDEX_CHUNK]:
             index.put_job(job_id, spec, next_run_ms, pipeline=pipe)
         pipe.execute()
-    index.mark_built(int(time.time() * 1000))
+    mark_built(index, int(time.time() * 1000))
 
 
 def create_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
@@ -258,7 +257,7 @@ class RecordingInvoker:
 
 
 class InProcessExecutors:
-    """The executor Lambda simulated in-process: ThreadPoolInvoker running tickwork.executor.handle_event
+    """The executor Lambda simulated in-process: ThreadPoolInvoker running tickwork.runs.executor.handle_event
     against its own Services (its own connection pool, as a separate Lambda would have, and the local
     runtime's SharedSender: many invocations share this process, as in `make dev`)."""
 
@@ -383,3 +382,9 @@ def tick_stats(durations_seconds: Sequence[float], expected: int) -> dict[str, A
     """How long ticks ran, and how many ran out of the `expected` (an overrun skips the next second)."""
     ms = [d * 1000 for d in durations_seconds]
     return {"count": len(ms), "expected": expected, "p50_ms": percentile(ms, 50), "max_ms": max(ms) if ms else None}
+
+
+def mark_built(index: DueIndex, built_at_ms: int) -> None:
+    """Every shard's marker set, as a finished rebuild sets it: the poller takes the index for whole."""
+    for shard in index.shards:
+        shard.redis.set(shard.marker_key, built_at_ms)

@@ -11,9 +11,6 @@ import multiprocessing
 import time
 from typing import Any
 
-from tickwork.dueindex import DueIndex
-from tickwork.poller import Poller
-
 from bench.baseline_0cron import Baseline
 from bench.harness import (
     ONCE_A_DAY,
@@ -23,8 +20,11 @@ from bench.harness import (
     capture_logs,
     create_jobs,
     lag_summary,
+    mark_built,
 )
 from bench.rig import tick_summary
+from tickwork.dispatch.poller import Poller
+from tickwork.dueindex.index import DueIndex
 
 IDLE_TICKS = 50
 CHILD_TIMEOUT_SECONDS = 120
@@ -94,7 +94,7 @@ def run(servers: Servers, jobs: int) -> dict[str, Any]:
     with Workspace(servers, "idle") as ws:
         svc = ws.services(invoker=RecordingInvoker(), db_pool_size=1)
         index = DueIndex(svc.redis, ws.namespace)
-        index.mark_built(int(time.time() * 1000))
+        mark_built(index, int(time.time() * 1000))
         poller = Poller(svc)
         _timed_ticks(poller.tick, 5)  # warm: scripts loaded, connections open
         empty, last_empty = _timed_ticks(poller.tick, IDLE_TICKS)

@@ -2,7 +2,7 @@
 
 Two lags per run. The send lag (what the issue asks for) runs from the scheduled time to the moment the
 executor sends the request: Tickwork stores that moment as attempts.started_at (taken right before
-delivery.send), the baseline in its own runs table. The arrival lag runs to the moment the target read
+delivery's prepare, fire, complete), the baseline in its own runs table. The arrival lag runs to the moment the target read
 the request, which adds the loopback hop and the target's own queueing.
 """
 from __future__ import annotations

@@ -19,12 +19,11 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from tickwork.dueindex import DueIndex
-from tickwork.poller import REBUILD_SECONDS, Poller
-from tickwork.reconcile import UNBOUNDED, rebuild_step
-
 from bench import baseline_rebuild
 from bench.harness import EVERY_SECOND, ONCE_A_DAY, RecordingInvoker, Servers, Workspace, insert_jobs, sleep_until
+from tickwork.dispatch.poller import REBUILD_SECONDS, Poller
+from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.reconcile import UNBOUNDED, rebuild_step
 
 # Far enough ahead that none of the daily jobs comes due while measuring.
 FUTURE_SECONDS = 3600

@@ -12,10 +12,7 @@ import logging
 import time
 from typing import Any
 
-from tickwork.poller import Poller, TickResult
-
-from tickwork_local.sending import SharedSender
-
+from bench.executors import ProcessExecutors
 from bench.harness import (
     ONCE_A_DAY,
     InProcessExecutors,
@@ -25,8 +22,9 @@ from bench.harness import (
     create_jobs,
     wait_for,
 )
-from bench.executors import ProcessExecutors
 from bench.target import Target
+from tickwork.dispatch.poller import Poller, TickResult
+from tickwork_local.sending import SharedSender
 
 # The poller Lambda needs one connection per tick.
 POLLER_DB_POOL = 2

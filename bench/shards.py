@@ -3,7 +3,7 @@
 The benchmark starts its own cluster (tickwork_local.cluster: Debian's redis-server in cluster mode,
 temporary directories, free ports, torn down after) and talks to it with redis-py's RedisCluster, as a
 deployment on a cluster-mode cache does. For each shard count it indexes the same jobs, all due at one
-instant, and times the claim path of a tick without Postgres: per shard, `Shard.fetch_due` (the due
+instant, and times the claim path of a tick without Postgres: per shard, `Shard.fetch_due_counting` (the due
 entries with their specs, one Lua call per batch of 1,000), `poller.plan_batch` (each job's next slot),
 `Shard.claim` (the compare-and-set of every score, one Lua call per batch), until the shard is empty.
 Postgres is left out on purpose: its cost per run is the same whatever the shard count (docs/scaling.md
@@ -27,20 +27,22 @@ import multiprocessing
 import statistics
 import time
 import uuid
-
-import redis
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tickwork import scheduling
-from tickwork.dueindex import DueIndex, Shard, encode_spec, job_member
-from tickwork.poller import plan_batch
-from tickwork.schedule import parse_schedule
+import redis
+
+from bench.harness import mark_built
+from bench.phases import Unavailable
+from tickwork.dispatch.poller import plan_batch
+from tickwork.dueindex.entries import encode_spec, job_member
+from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.shard import Shard
+from tickwork.schedule import specs as scheduling
+from tickwork.schedule.engine import parse_schedule
 from tickwork.settings import DEFAULT_BATCH_SIZE, Settings
 from tickwork.wiring import connect_redis
 from tickwork_local import cluster
-
-from bench.phases import Unavailable
 
 SHARD_COUNTS = (1, 2, 3)
 # A due instant far from any real one: the claim maths is the same, and no clock is involved.
@@ -64,14 +66,14 @@ def _load(client: Any, index: DueIndex, jobs: int) -> None:
             shard = index.shards[n]
             client.zadd(shard.due_key, {job_member(job_id): DUE_MS for job_id in chunk})
             client.hset(shard.specs_key, mapping={job_id: spec for job_id in chunk})
-    index.mark_built(DUE_MS)
+    mark_built(index, DUE_MS)
 
 
 def claim_shard(shard: Shard) -> int:
     """The claim loop of one shard in a tick, Postgres left out; returns how many jobs it claimed."""
     claimed = 0
     while True:
-        _, entries = shard.fetch_due(DUE_MS, DEFAULT_BATCH_SIZE)
+        _, entries, _ = shard.fetch_due_counting(DUE_MS, DEFAULT_BATCH_SIZE, 0, 0)
         if not entries:
             return claimed
         plan = plan_batch(entries, DUE_MS)
@@ -87,7 +89,7 @@ def _threads(index: DueIndex) -> tuple[int, float]:
 
 def _process_main(url: str, namespace: str, count: int, shard: int, ready: Any, go: Any, out: Any) -> None:
     index = DueIndex(_client(url), namespace, count)
-    index.shards[shard].fetch_due(0, 1)  # connect and load the scripts before the clock starts
+    index.shards[shard].fetch_due_counting(0, 1, 0, 0)  # connect and load the scripts before the clock starts
     ready.wait()
     go.wait()
     started = time.perf_counter()

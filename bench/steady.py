@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from bench.burst import check_ahead, due_second
-from tickwork.poller import TICK_OFFSET_MS
 from bench.harness import EVERY_SECOND, SecondTicker, Servers, Workspace, create_jobs, tick_stats, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
 from bench.target import Target
+from tickwork.dispatch.poller import TICK_OFFSET_MS
 
 DRAIN_TIMEOUT_SECONDS = 60
 

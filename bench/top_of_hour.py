@@ -17,13 +17,12 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from tickwork.poller import TICK_OFFSET_MS
-
 from bench.burst import DRAIN_TIMEOUT_SECONDS, SETUP_MARGIN_SECONDS, SETUP_SECONDS_PER_JOB
 from bench.harness import SecondTicker, Servers, Workspace, create_jobs, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
 from bench.target import Target
+from tickwork.dispatch.poller import TICK_OFFSET_MS
 
 # How long before the instant the jobs exist and the poller is ticking: longer than any lookahead.
 LEAD_SECONDS = 15
@@ -84,7 +83,7 @@ def _result(
 
 
 def rows(r: dict[str, Any], processes: int) -> list[tuple[str, ...]]:
-    from bench.report import lags, ratio, verdict, ms
+    from bench.report import lags, ms, ratio, verdict
 
     new, old = r["adaptive"], r["fixed"]
     nd, od = new["deliveries"], old["deliveries"]

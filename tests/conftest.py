@@ -17,9 +17,9 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from tickwork.db import migrate
 from tickwork.models import Dispatch
 from tickwork.settings import Settings
+from tickwork.store.migrate import migrate
 from tickwork.wiring import Services, build_services, configure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ def _with_search_path(url: str, schema: str) -> str:
 
 @pytest.fixture(scope="session")
 def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The test session's local master key (tickwork.crypto.LocalWrapper), created on first use."""
+    """The test session's local master key (tickwork.secrets.crypto.LocalWrapper), created on first use."""
     return tmp_path_factory.mktemp("keys") / "master.key"
 
 

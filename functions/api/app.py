@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tickwork.admin import handle_admin, is_admin_event
-from tickwork.authorizer import authorize, is_authorizer_event
+from tickwork.api.admin import handle_admin, is_admin_event
+from tickwork.api.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
 from tickwork.wiring import services
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickwork.executor import handle_event
 from tickwork.logs import function_logger, with_lambda_context
 from tickwork.models import dispatches_from_event
+from tickwork.runs.executor import handle_event
 from tickwork.wiring import services
 
 logger = function_logger()

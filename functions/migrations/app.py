@@ -1,11 +1,11 @@
 """Migrations Lambda: the schema migration a deploy runs (a CloudFormation custom resource), answered to
-CloudFormation on every path before this function's own timeout (tickwork.provisioning)."""
+CloudFormation on every path before this function's own timeout (tickwork.ops.provisioning)."""
 from __future__ import annotations
 
 from typing import Any
 
 from tickwork.logs import function_logger, with_lambda_context
-from tickwork.provisioning import budget_seconds, handle_custom_resource, migrate_schema
+from tickwork.ops.provisioning import budget_seconds, handle_custom_resource, migrate_schema
 from tickwork.wiring import services
 
 logger = function_logger()

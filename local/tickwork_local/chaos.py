@@ -28,10 +28,9 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Sequence
 
+from tickwork.dispatch.invoker import group_dispatches, wall_clock_ms
 from tickwork.errors import ConfigurationError
-from tickwork.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
-
 from tickwork_local.environments import Environments, EventQueue
 from tickwork_local.executors import MAX_WORKERS
 from tickwork_local.functions import LambdaFunction

@@ -8,7 +8,6 @@ from typing import Mapping
 
 from tickwork.errors import ConfigurationError
 from tickwork.settings import Settings
-
 from tickwork_local.chaos import Chaos
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

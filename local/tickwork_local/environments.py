@@ -59,7 +59,7 @@ class Environments(Generic[T]):
     """Execution environments: threads running one invocation at a time, at most `size` at once.
 
     `run` returns False when its invocation was killed: that environment ends, and the keep-alive connections
-    it kept (tickwork.executor.http_client keeps them per thread) go with it; a new one starts when work
+    it kept (tickwork.runs.executor.http_client keeps them per thread) go with it; a new one starts when work
     waits, as Lambda starts a fresh environment after a timeout."""
 
     def __init__(self, run: Callable[[T], bool], size: int) -> None:

@@ -6,9 +6,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from tickwork.invoker import group_dispatches, wall_clock_ms
+from tickwork.dispatch.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
-
 from tickwork_local.functions import LambdaFunction
 
 logger = logging.getLogger(__name__)
@@ -19,7 +18,7 @@ MAX_WORKERS = 64
 
 class ThreadPoolInvoker:
     """The Invoker of one process: runs the executor handler on a pool of threads, like many concurrent
-    Lambdas (each thread one execution environment; see tickwork.executor.http_client)."""
+    Lambdas (each thread one execution environment; see tickwork.runs.executor.http_client)."""
 
     def __init__(self, handler: Callable[[dict[str, Any], Any], Any], max_workers: int = MAX_WORKERS) -> None:
         self._handler = handler

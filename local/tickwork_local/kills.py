@@ -14,7 +14,7 @@ invocation dies at a point of its own, chosen (and replayed) by the chaotic invo
 
 From its point on, every write and every record of that invocation raises InvocationKilled, on whichever
 thread it runs (the Sender's, the recorder's), so nothing it had under way is sent or recorded afterwards.
-The executor core is not changed for this: while `mortal_executors` holds, tickwork.executor.handle_event
+The executor core is not changed for this: while `mortal_executors` holds, tickwork.runs.executor.handle_event
 builds a MortalExecutor, whose write and record ask the invocation's Kill first.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ import contextvars
 import threading
 from typing import Any, Iterator, Sequence
 
-import tickwork.executor
-from tickwork import delivery
+import tickwork.runs.executor
+from tickwork.http import delivery
 from tickwork.interfaces import Result
 
 BEFORE_WRITE, AFTER_WRITE, AFTER_WORK = "before_write", "after_write", "after_work"
@@ -67,7 +67,7 @@ class Kill:
         with self._lock:
             self.dead = self.dead or self.point == AFTER_WRITE
             if not self.dead:
-                self._recorded.update((run.id, run.attempt) for run, _, _ in results)
+                self._recorded.update((r.run.id, r.run.attempt) for r in results)
                 return
         raise InvocationKilled(self.point)
 
@@ -102,7 +102,7 @@ def planned(kill: Kill | None) -> Iterator[None]:
         _planned.reset(token)
 
 
-class MortalExecutor(tickwork.executor.Executor):
+class MortalExecutor(tickwork.runs.executor.Executor):
     """The executor of an invocation that may be killed: its write and its record ask the Kill first."""
 
     kill: Kill | None = None
@@ -124,7 +124,7 @@ class MortalExecutor(tickwork.executor.Executor):
 
 _lock = threading.Lock()
 _holders = 0
-_ORIGINAL = tickwork.executor.Executor
+_ORIGINAL = tickwork.runs.executor.Executor
 
 
 @contextlib.contextmanager
@@ -133,11 +133,11 @@ def mortal_executors() -> Iterator[None]:
     global _holders
     with _lock:
         _holders += 1
-        tickwork.executor.Executor = MortalExecutor  # type: ignore[misc]
+        tickwork.runs.executor.Executor = MortalExecutor  # type: ignore[misc]
     try:
         yield
     finally:
         with _lock:
             _holders -= 1
             if not _holders:
-                tickwork.executor.Executor = _ORIGINAL  # type: ignore[misc]
+                tickwork.runs.executor.Executor = _ORIGINAL  # type: ignore[misc]

@@ -11,13 +11,11 @@ import logging
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tickwork.db import migrate
-from tickwork.dueindex import DueIndex
-from tickwork.reconcile import rebuild_index
+from tickwork.dueindex.reconcile import rebuild_index
 from tickwork.settings import Settings
+from tickwork.store.migrate import migrate
 from tickwork.store.tenants import ensure_bootstrap_key
 from tickwork.wiring import Services, build_services, configure
-
 from tickwork_local.chaos import Chaos, ChaoticInvoker
 from tickwork_local.config import DEFAULT_HOST, DEFAULT_PORT
 from tickwork_local.executors import LocalInvoker
@@ -101,7 +99,7 @@ class LocalRuntime:
                 logger.info("applied migrations: %s", ", ".join(applied))
             self.tenant_id, self.api_key = ensure_bootstrap_key(conn, self._requested_key)
             # Postgres is the truth: whatever Redis kept (or lost) since the last run is rebuilt from it.
-            rebuild_index(conn, DueIndex(svc.redis, self.settings.namespace, self.settings.due_index_shards), datetime.now(timezone.utc))
+            rebuild_index(conn, svc.index, datetime.now(timezone.utc))
 
     def stop(self) -> None:
         """Stop ticking, stop serving, give executors a short grace, then release every client."""

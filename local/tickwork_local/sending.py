@@ -1,6 +1,6 @@
 """The local runtime's Senders: many executor invocations share one process, and its GIL.
 
-In Lambda a process runs one invocation at a time and sends with tickwork.sending.BoundedSender, whose
+In Lambda a process runs one invocation at a time and sends with tickwork.runs.sending.BoundedSender, whose
 threads belong to one group. Here many groups are under way in one process at once.
 
 - GatedSender (the benchmark's executor processes): BoundedSender whose groups hold back reading
@@ -10,7 +10,7 @@ threads belong to one group. Here many groups are under way in one process at on
   same way, and besides
   - its groups get their runs ready and read their responses on one pool of threads for the process,
     instead of a pool started for every group (about a thread started and joined per run); a run blocked
-    on its target gets a thread added beside it (tickwork.pool), so such runs cannot use the pool up;
+    on its target gets a thread added beside it (tickwork.runs.pool), so such runs cannot use the pool up;
   - no thread blocks waiting for a response: one reader thread watches the socket of every request sent
     and hands the response to the pool once its first bytes are there, or once the attempt's deadline
     has passed (reading it then fails the attempt as a blocking read would have);
@@ -31,8 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 from tickwork.interfaces import Group, Results, RunSteps
-from tickwork.pool import ElasticPool
-from tickwork.sending import MAX_PARALLEL_SENDS, BoundedSender, _Sending, _Slot
+from tickwork.runs.pool import ElasticPool
+from tickwork.runs.sending import MAX_PARALLEL_SENDS, BoundedSender, Sending, Slot
 
 # The longest a response is left unread because other groups of the process are still writing.
 MAX_READ_DEFER_SECONDS = 0.05
@@ -208,7 +208,7 @@ class SharedSender(GatedSender):
             pool.shutdown(wait=False)  # a run still reading is left to the sweeper, as the runtime's stop says
 
 
-class _SharedSending(_Sending):
+class _SharedSending(Sending):
     """A group sent on its SharedSender's threads. Its runs judged at their instant (each waits for it,
     and for its response, on a thread) get threads of the group's own, so they never hold shared ones."""
 
@@ -222,7 +222,7 @@ class _SharedSending(_Sending):
                                 thread_name_prefix="guarded") as guarded:
             self.run_on(pool, guarded)
 
-    def _read_later(self, slot: _Slot) -> Future[Any]:
+    def _read_later(self, slot: Slot) -> Future[Any]:
         assert slot.prepared is not None and self.pool is not None
         sock, deadline = slot.prepared.awaiting()
         if sock is None:  # nothing to wait for: reading reports what happened

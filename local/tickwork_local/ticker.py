@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from tickwork.poller import TICK_OFFSET_MS
+from tickwork.dispatch.poller import TICK_OFFSET_MS
 from tickwork_local.functions import LambdaFunction
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Ticker:
         self._poller = poller
         self._clock = clock
         self._period = period
-        # Ticks land where the Step Functions loop puts them (tickwork.poller.next_tick_at).
+        # Ticks land where the Step Functions loop puts them (tickwork.dispatch.poller.next_tick_at).
         self._offset = TICK_OFFSET_MS / 1000 if event is None else 0.0
         self._event = event
         self._stop = threading.Event()

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 from tests.conftest import RecordingInvoker, Target
 from tests.integration.helpers import executions
-from tickwork.executor import Executor, http_client
+from tickwork.dispatch.poller import Poller
 from tickwork.models import Dispatch
-from tickwork.poller import Poller
+from tickwork.runs.executor import Executor, http_client
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 

@@ -9,9 +9,10 @@ import pytest
 from tests.conftest import RecordingInvoker, Target
 from tests.faults.support import HOURLY, Crash, crash, execute, next_hour, next_slot_fires, sent, slot_statuses
 from tests.integration.helpers import attempts, due_index, insert_job
-from tickwork import delivery
-from tickwork.maintenance import run_maintenance
-from tickwork.poller import Poller
+from tests.support import mark_built
+from tickwork.dispatch.poller import Poller
+from tickwork.http import delivery
+from tickwork.ops.maintenance import run_maintenance
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -26,7 +27,7 @@ LOST = "lost: executor did not report within 65 s"
 def _first_run(services: Services, target: Target, max_attempts: int) -> str:
     job_id = insert_job(services, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook",
                         retry={"strategy": "fixed", "max_attempts": max_attempts, "delay_seconds": 1})
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     assert Poller(services).tick(to_ms(S0)).dispatched == 1
     return job_id
 

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Target
-from tests.integration.helpers import wait_for
+from tests.support import wait_for
 from tickwork.settings import Settings
 from tickwork.timeutil import parse_rfc3339
 from tickwork_local.chaos import Chaos, ChaosReport, ChaoticInvoker

@@ -12,11 +12,19 @@ import pytest
 
 from tests.conftest import RecordingInvoker, Target
 from tests.faults.support import (
-    HOURLY, Crash, assert_no_double_run, crash, execute, next_hour, next_slot_fires, slot_statuses,
+    HOURLY,
+    Crash,
+    assert_no_double_run,
+    crash,
+    execute,
+    next_hour,
+    next_slot_fires,
+    slot_statuses,
 )
-from tests.integration.helpers import due_index, insert_job, wait_for
-from tickwork.maintenance import run_maintenance
-from tickwork.poller import Poller
+from tests.integration.helpers import due_index, insert_job
+from tests.support import mark_built, score_of, wait_for
+from tickwork.dispatch.poller import Poller
+from tickwork.ops.maintenance import run_maintenance
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, build_services
@@ -27,7 +35,7 @@ HOUR = timedelta(hours=1)
 
 def _hourly_job(svc: Services, target: Target) -> str:
     job_id = insert_job(svc, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook")
-    due_index(svc).mark_built(to_ms(S0))
+    mark_built(due_index(svc), to_ms(S0))
     return job_id
 
 
@@ -42,7 +50,7 @@ def test_crash_after_the_redis_claim_before_the_insert(
     with pytest.raises(Crash):
         Poller(services).tick(to_ms(S0))
     monkeypatch.undo()
-    assert due_index(services).score(f"j:{job_id}") == to_ms(S0 + HOUR) and slot_statuses(services, job_id) == {}
+    assert score_of(due_index(services), f"j:{job_id}") == to_ms(S0 + HOUR) and slot_statuses(services, job_id) == {}
     assert Poller(services).tick(to_ms(S0) + 1_000).dispatched == 0  # the index alone has moved on
 
     assert run_maintenance(services, S0 + timedelta(seconds=15)).rewound == 1
@@ -74,7 +82,7 @@ def test_crash_after_the_claim_of_a_job_faster_than_maintenance(
     """Break: the same crash for a job due every second: its next slot is claimed long before maintenance.
     Must hold: the lost slot is still accounted for (recorded missed by the next claim), the next runs fire."""
     job_id = insert_job(services, schedule="* * * * * *", next_run_at=S0, url=target.url + "/hook")
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     monkeypatch.setattr(executions_store, "record_claims", crash)
     with pytest.raises(Crash):
         Poller(services).tick(to_ms(S0) - 1_000)

@@ -10,9 +10,10 @@ import pytest
 from tests.conftest import RecordingInvoker, Target
 from tests.faults.support import FINAL, HOURLY, execute, next_hour, next_slot_fires, slot_statuses, unused_port
 from tests.integration.helpers import attempts, due_index, insert_job
-from tickwork import delivery
-from tickwork.maintenance import run_maintenance
-from tickwork.poller import Poller
+from tests.support import mark_built
+from tickwork.dispatch.poller import Poller
+from tickwork.http import delivery
+from tickwork.ops.maintenance import run_maintenance
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, connect_db
 
@@ -36,7 +37,7 @@ def test_a_tick_while_postgres_is_down_loses_no_slot(
     Must hold: the tick fails without dispatching; after recovery, maintenance puts the slot back and it
     runs exactly once, the following slot fires, and every slot ends run, skipped, missed or lost."""
     job_id = insert_job(services, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook")
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     down = Services(services.settings, dead_pool, services.redis, invoker)
     with pytest.raises(psycopg_pool.PoolTimeout):
         Poller(down).tick(to_ms(S0))
@@ -59,7 +60,7 @@ def test_postgres_down_while_the_executor_stores_the_result(
     maintenance ends it `lost` (no attempt left), never silently running; the following slot fires."""
     job_id = insert_job(services, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook",
                         retry={"strategy": "fixed", "max_attempts": 1, "delay_seconds": 1})
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     Poller(services).tick(to_ms(S0))
     executor_svc = Services(services.settings, connect_db(services.settings, 1), services.redis, invoker)
     real_complete = delivery.Prepared.complete

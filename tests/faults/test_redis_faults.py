@@ -11,11 +11,19 @@ from redis.retry import Retry
 
 from tests.conftest import RecordingInvoker, Target
 from tests.faults.support import (
-    HOURLY, assert_no_double_run, execute, next_hour, next_slot_fires, sent, slot_statuses, unused_port,
+    HOURLY,
+    assert_no_double_run,
+    execute,
+    next_hour,
+    next_slot_fires,
+    sent,
+    slot_statuses,
+    unused_port,
 )
 from tests.integration.helpers import due_index, insert_job
-from tickwork.maintenance import run_maintenance
-from tickwork.poller import Poller
+from tests.support import mark_built, score_of
+from tickwork.dispatch.poller import Poller
+from tickwork.ops.maintenance import run_maintenance
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -57,9 +65,9 @@ def test_flushed_index_is_complete_again_after_one_maintenance_pass(
     report = run_maintenance(services, S0 + timedelta(seconds=5))
     index = due_index(services)
     assert (report.indexed, report.redispatched) == (2, 1)
-    assert index.score(f"j:{retried}") == to_ms(S0 + HOUR)
-    assert index.score(f"j:{later}") == to_ms(S0 + timedelta(minutes=30))
-    assert index.score(f"e:{run_id}:2") == to_ms(S0 + timedelta(seconds=601))
+    assert score_of(index, f"j:{retried}") == to_ms(S0 + HOUR)
+    assert score_of(index, f"j:{later}") == to_ms(S0 + timedelta(minutes=30))
+    assert score_of(index, f"e:{run_id}:2") == to_ms(S0 + timedelta(seconds=601))
     assert Poller(services).tick(to_ms(S0) + 6_000).dispatched == 0  # S0 is not run again
 
     for at in (S0 + timedelta(seconds=601), S0 + timedelta(minutes=30), S0 + HOUR):
@@ -78,7 +86,7 @@ def test_ticks_while_redis_is_down_fail_cleanly_and_the_next_tick_catches_up(
     Must hold: each fails with a connection error and leaves Postgres untouched; once Redis is back the
     next tick fires the due slot exactly once and the following slot fires."""
     job_id = insert_job(services, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook")
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     for offset_ms in (-1_000, 0, 1_000, 2_000):
         with pytest.raises(redis.ConnectionError):
             Poller(redis_down).tick(to_ms(S0) + offset_ms)
@@ -101,7 +109,7 @@ def test_a_retry_scheduled_while_redis_is_down_is_not_lost(
     but cannot put the next attempt in the due index.
     Must hold: once Redis is back, maintenance puts the overdue retry back; it runs once, same run id."""
     job_id = insert_job(services, schedule=HOURLY, next_run_at=S0, url=target.url + "/hook")
-    due_index(services).mark_built(to_ms(S0))
+    mark_built(due_index(services), to_ms(S0))
     Poller(services).tick(to_ms(S0))
     target.statuses = [503]
     with pytest.raises(redis.ConnectionError):

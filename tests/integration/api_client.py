@@ -8,7 +8,7 @@ from typing import Any, Callable
 from urllib.parse import urlencode
 
 from tests.conftest import load_event
-from tickwork.dueindex import DueIndex
+from tickwork.dueindex.index import DueIndex
 from tickwork.wiring import Services, configure
 from tickwork.wiring import services as current_services
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.integration.api_client import EVENT_TOKEN, Api, use_settings
-from tickwork.dueindex import DueIndex
+from tickwork.dueindex.index import DueIndex
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.wiring import Services
 from tickwork_local.functions import API_TIMEOUT_SECONDS, FUNCTIONS_DIR, LambdaFunction, load_handler

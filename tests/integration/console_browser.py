@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_local_runtime import call
+from tests.local.test_local_runtime import call
 from tickwork_local.runtime import LocalRuntime
 
 __all__ = ["call", "chromium_path", "create_job", "job_runs"]

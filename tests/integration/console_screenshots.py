@@ -16,7 +16,8 @@ import psycopg
 
 from tests.conftest import Target
 from tests.integration.console_browser import DEFAULT_CHROMIUM, call, create_job, job_runs
-from tests.integration.helpers import API_POLL_INTERVAL, wait_for
+from tests.integration.helpers import API_POLL_INTERVAL
+from tests.support import wait_for
 from tickwork.settings import Settings
 from tickwork_local.runtime import LocalRuntime
 from tickwork_local.services import resolve

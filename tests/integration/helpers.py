@@ -7,18 +7,18 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from tickwork import scheduling
-from tickwork.dueindex import DueIndex
-from tickwork.executor import Executor, http_client
+from tests.support import FakeClock
+from tickwork.dueindex.index import DueIndex
+from tickwork.runs.executor import Executor, http_client
+from tickwork.schedule import specs as scheduling
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant, find_tenant
@@ -55,7 +55,7 @@ def insert_job(
 
 
 def due_index(svc: Services) -> DueIndex:
-    return DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
+    return svc.index
 
 
 def executions(svc: Services, job_id: str) -> list[tuple[Any, ...]]:
@@ -74,40 +74,10 @@ def attempts(svc: Services, execution_id: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-class FakeClock:
-    """Reads `at` and moves only when slept on: an executor on it sends at its runs' exact instants, at
-    whatever date the test chose, however slow the machine."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-        self.slept: list[float] = []
-        self._lock = threading.Lock()
-
-    def time(self) -> float:
-        with self._lock:
-            return self.at.timestamp()
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.slept.append(seconds)
-            self.at += timedelta(seconds=seconds)
-
-
 def executor_at(svc: Services, clock: FakeClock) -> Executor:
     """An executor whose every clock read and wait goes through `clock`."""
     return Executor(svc, http_client(), clock=clock.time, sleep=clock.sleep)
 
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01) -> bool:
-    """Poll until `condition()` holds (True) or `timeout` seconds pass (False): for work in other threads.
-
-    A condition that calls the API must poll slower than its rate limit (see API_POLL_INTERVAL)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.integration.helpers import wait_for
+from tests.support import wait_for
 from tickwork import wiring
 from tickwork.errors import ConfigurationError
 from tickwork.settings import Settings

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 BODY = b"ok"
-# Well over tickwork.delivery.MAX_STORED_BODY_BYTES (4096): numbered lines, so a cut shows where it fell.
+# Well over tickwork.http.delivery.MAX_STORED_BODY_BYTES (4096): numbered lines, so a cut shows where it fell.
 BIG_BODY = b"".join(b"%06d\n" % line for line in range(15_000))  # 105,000 bytes
 # Long enough that the answer is read well after the request went out, well inside the jobs' timeout.
 SLOW_FIRST_BYTE_SECONDS = 1.5

@@ -13,7 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from tests.interop.shapes import (
-    ATTEMPT_HEADER, BIG_BODY, BODY, RUN_ID_HEADER, SLOW_FIRST_BYTE_SECONDS, Arrival, header, shape_of,
+    ATTEMPT_HEADER,
+    BIG_BODY,
+    BODY,
+    RUN_ID_HEADER,
+    SLOW_FIRST_BYTE_SECONDS,
+    Arrival,
+    header,
+    shape_of,
 )
 
 # Every case of a server connects at the same instants; the default backlog (5) would drop SYNs, a harness

@@ -29,16 +29,17 @@ import psycopg
 import pytest
 
 from tests.conftest import _with_search_path
-from tests.integration.helpers import API_POLL_INTERVAL, wait_for
-from tests.integration.test_local_runtime import call
+from tests.integration.helpers import API_POLL_INTERVAL
 from tests.interop import servers as stock
 from tests.interop.runs import Attempt, Run, arrival_counts, count_runs, load_runs
 from tests.interop.shapes import BIG_BODY, Arrival
 from tests.interop.targets import HttpServerTarget, ResetTarget
 from tests.interop.tls import Authority
-from tickwork.db import migrate
-from tickwork.delivery import MAX_STORED_BODY_BYTES
+from tests.local.test_local_runtime import call
+from tests.support import wait_for
+from tickwork.http.delivery import MAX_STORED_BODY_BYTES
 from tickwork.settings import Settings
+from tickwork.store.migrate import migrate
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
@@ -72,9 +73,9 @@ class Answer:
 OK = Answer()
 NO_CONTENT = Answer(status_code=204, body="")
 # A 3xx is not followed (a redirect could point inside the network) and not retried: only 5xx, 408 and 429
-# are (tickwork.delivery._outcome, tickwork.retry.is_retryable_status).
+# are (tickwork.http.delivery._outcome, tickwork.rules.retry.is_retryable_status).
 NOT_MODIFIED = Answer(status="failed", status_code=304, body="", error_mentions="redirect not followed")
-# Of a longer body only the first MAX_STORED_BODY_BYTES are kept (tickwork.delivery._stored_body).
+# Of a longer body only the first MAX_STORED_BODY_BYTES are kept (tickwork.http.delivery._stored_body).
 CUT = Answer(body=BIG_BODY[:MAX_STORED_BODY_BYTES].decode())
 # Refused before any request is written, and not retried: another attempt would meet the same certificate.
 UNTRUSTED = Answer(status="failed", status_code=None, body=None, error_mentions="certificate", arrives=False)

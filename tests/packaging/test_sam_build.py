@@ -133,8 +133,8 @@ def test_the_built_layer_imports_every_module_the_handlers_need(build: Path, twi
             outside[name] = file
     assert not outside, outside  # nothing from the working tree, the dev venv or the twin's pure Python
     assert report["modules"]["tickwork"].startswith(str(layer))
-    assert {"tickwork.api.app", "tickwork.poller", "tickwork.executor", "tickwork.maintenance",
-            "tickwork.provisioning", "boto3", "psycopg_pool", "redis"} <= set(report["modules"])
+    assert {"tickwork.api.app", "tickwork.dispatch.poller", "tickwork.runs.executor", "tickwork.ops.maintenance",
+            "tickwork.ops.provisioning", "boto3", "psycopg_pool", "redis"} <= set(report["modules"])
     # Each stand-in replaced an aarch64 extension of the same module in the layer, nothing else.
     assert set(substituted) >= {"pydantic_core._pydantic_core", "psycopg_binary._psycopg"}
     for name, path in substituted.items():

@@ -19,7 +19,7 @@ CHECKOV_SKIPPED: dict[tuple[str, str], str] = {
     ("CKV_AWS_27", "ExecutorFailureQueue"): "encrypted at rest with SqsManagedSseEnabled (SSE-SQS); checkov only "
                                             "counts a KMS key, and the queue holds run ids, no secrets.",
     **{("CKV_AWS_158", group): "CloudWatch Logs encrypts every log group at rest; the lines hold no secrets "
-                               "(tickwork.redaction), so a KMS key would add cost and nothing to protect."
+                               "(tickwork.http.redaction), so a KMS key would add cost and nothing to protect."
        for group in ("ApiFunctionLogGroup", "PollerFunctionLogGroup", "ExecutorFunctionLogGroup",
                      "MigrationsFunctionLogGroup", "HttpApiAccessLogGroup", "TickLoopLogGroup")},
     **{("CKV_AWS_116", function): "no dead-letter queue needed: the API is invoked synchronously, the executor has "

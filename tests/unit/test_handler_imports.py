@@ -27,13 +27,13 @@ def loaded_by_import(function: str) -> set[str]:
 
 
 @pytest.mark.parametrize("function, absent", [
-    ("poller", (AEAD, "urllib3", "http.client", "tickwork.delivery", "tickwork.vault")),  # it never sends or opens
-    ("api", (AEAD, "urllib3", "tickwork.delivery")),  # a route seals only what it is given; it never sends
+    ("poller", (AEAD, "urllib3", "http.client", "tickwork.http.delivery", "tickwork.secrets.vault")),  # it never sends or opens
+    ("api", (AEAD, "urllib3", "tickwork.http.delivery")),  # a route seals only what it is given; it never sends
     # A run neither edits jobs nor parses schedules; only a retry bounded by its job's next slot does.
-    ("executor", ("tickwork.jobs", "tickwork.schedule", "tickwork.quotas", "tickwork.scheduling")),
-    ("migrations", (AEAD, "urllib3", "tickwork.delivery", "tickwork.poller", "tickwork.executor")),  # it only migrates
+    ("executor", ("tickwork.tenant.jobs", "tickwork.schedule.engine", "tickwork.tenant.quotas", "tickwork.schedule.specs")),
+    ("migrations", (AEAD, "urllib3", "tickwork.http.delivery", "tickwork.dispatch.poller", "tickwork.runs.executor")),  # it only migrates
     # and the poller no longer answers CloudFormation: its deploy-time code is not loaded on a tick's cold start
-    ("poller", ("tickwork.provisioning",)),
+    ("poller", ("tickwork.ops.provisioning",)),
 ])
 def test_importing_a_handler_leaves_out_what_its_invocations_do_not_use(function: str, absent: tuple[str, ...]) -> None:
     loaded = loaded_by_import(function)

@@ -9,9 +9,9 @@ from typing import Any, Callable
 
 import pytest
 
-from tests.statemachine import LAMBDA_INVOKE, StatesError, StateMachine, VirtualClock, deployed_definition, iso
+from tests.statemachine import LAMBDA_INVOKE, StateMachine, StatesError, VirtualClock, deployed_definition, iso
 from tests.unit.test_template_operations import transformed
-from tickwork.poller import TICK_OFFSET_MS, next_tick_at, tick_point
+from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, tick_point
 from tickwork.timeutil import rfc3339
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc).timestamp()
@@ -188,7 +188,7 @@ def _half_past_poller(clock: VirtualClock, ticks: list[float]) -> Callable[[Any]
 
 
 def _poller(clock: VirtualClock, ticks: list[float]) -> Callable[[Any], Any]:
-    """The poller's timing as tickwork.poller has it: tick at once, as of the tick point, and name the next
+    """The poller's timing as tickwork.dispatch.poller has it: tick at once, as of the tick point, and name the next
     whole second."""
     def invoke(payload: Any) -> Any:
         clock.sleep(0.04)

@@ -425,7 +425,7 @@ def test_outputs(template: dict[str, Any]) -> None:
 
 
 def test_the_create_tenant_command_invokes_the_api_function_with_the_admin_event(template: dict[str, Any]) -> None:
-    from tickwork.admin import is_admin_event
+    from tickwork.api.admin import is_admin_event
 
     command = template["Outputs"]["CreateTenantCommand"]["Value"]["Fn::Sub"]
     assert command.startswith("aws lambda invoke --region ${AWS::Region} --function-name ${ApiFunction} ")
@@ -689,7 +689,7 @@ def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transf
 def test_the_schema_is_migrated_by_its_own_function_on_every_code_or_database_change(
     resources: dict[str, Any],
 ) -> None:
-    from tickwork.provisioning import MIGRATION_RESOURCE_TYPE, RESPONSE_MARGIN_SECONDS
+    from tickwork.ops.provisioning import MIGRATION_RESOURCE_TYPE, RESPONSE_MARGIN_SECONDS
 
     migration = resources["SchemaMigration"]
     assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the function accepts

@@ -47,9 +47,17 @@ class UnauthorizedError(TickworkError):
 class NotFoundError(TickworkError):
     code = "not_found"
 
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
 
 class ConflictError(TickworkError):
     code = "conflict"
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class QuotaExceededError(TickworkError):
@@ -93,3 +101,23 @@ class ConfigurationError(TickworkError):
     """The deployment is missing a setting; raised at cold start, never per request."""
 
     code = "configuration_error"
+
+
+class UnknownSecretError(TickworkError):
+    """A job's request references a secret the tenant does not have (tickwork.secrets.interpolation)."""
+
+    code = "unknown_secret"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown secret {name}")
+        self.name = name
+
+
+class SealError(TickworkError):
+    """A sealed value that does not open: wrong row, wrong field, tampered, or its key is gone."""
+
+    code = "sealed_value_unreadable"
+
+
+class LateError(TimeoutError):
+    """An attempt's time ran out before its request could be written: nothing was sent (tickwork.http)."""

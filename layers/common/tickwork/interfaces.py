@@ -1,8 +1,8 @@
 """The interfaces between Tickwork's core and the edges a runtime swaps, with their contracts.
 
 An `Invoker` hands due runs to executors (the poller's edge); a `Sender` sends one invocation's group
-of runs (the executor's edge). The Lambda implementations are tickwork.invoker.LambdaInvoker and
-tickwork.sending.BoundedSender; the local runtime's, for many invocations in one process, live in
+of runs (the executor's edge). The Lambda implementations are tickwork.dispatch.invoker.LambdaInvoker and
+tickwork.runs.sending.BoundedSender; the local runtime's, for many invocations in one process, live in
 tickwork_local. The core takes them from its Services and never asks which runtime it is in.
 """
 from __future__ import annotations
@@ -14,9 +14,17 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from tickwork.models import Dispatch, StartedExecution
 
 if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads the HTTP stack
-    from tickwork import delivery
+    from tickwork.http import delivery
 
-Result = tuple[StartedExecution, datetime, "delivery.Outcome"]  # the run, when it was sent, what happened
+
+
+@dataclass(frozen=True)
+class Result:
+    """A run sent: the run, when it was sent (the attempt's start), and what happened."""
+
+    run: StartedExecution
+    sent_at: datetime
+    outcome: delivery.Outcome
 
 
 class Invoker(Protocol):

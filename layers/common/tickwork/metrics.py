@@ -17,7 +17,7 @@ NAMESPACE = "Tickwork"
 # dimension the dashboard and alarms (template.yaml) select on, whatever name each function logs under.
 SERVICE = "tickwork"
 
-# The decisions of tickwork.retry.decide that end an attempt, each counted as Runs<Status>.
+# The decisions of tickwork.rules.retry.decide that end an attempt, each counted as Runs<Status>.
 ATTEMPT_STATUSES = ("succeeded", "failed", "retrying")
 _NOT_STARTED = {"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}
 _MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned")

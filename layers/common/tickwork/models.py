@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 T = TypeVar("T")
 Key = tuple[datetime, str]  # a keyset position: (created_at or scheduled_for, id)
@@ -20,7 +20,7 @@ class Dispatch:
     execution_id: str
     attempt: int
     fire_at_ms: int
-    kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications)
+    kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications.events)
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
@@ -85,13 +85,13 @@ class StartedExecution:
     overlap: str = "allow"
     # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
     attempt_started_at: datetime | None = None
-    success: dict[str, Any] | None = None  # the job's success rules (tickwork.success)
+    success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
 
     @property
     def watched(self) -> bool:
-        """Whether the run's end may raise a notification or pause its job (tickwork.notifications)."""
+        """Whether the run's end may raise a notification or pause its job (tickwork.notifications.events)."""
         return self.notify is not None or self.pause_after_failures is not None
 
 
@@ -101,3 +101,9 @@ class Page(Generic[T]):
 
     items: list[T]
     next_key: Key | None  # the keyset position after the last item, None on the last page
+
+    @classmethod
+    def of(cls, rows: list[T], limit: int, key: Callable[[T], Key]) -> Page[T]:
+        """The page of `rows`, read with one more than `limit` to know whether another page follows."""
+        items = rows[:limit]
+        return cls(items, key(items[-1]) if len(rows) > limit and items else None)

@@ -12,10 +12,10 @@ DEFAULT_NAMESPACE = "tickwork"
 # Claim runs ahead so executors fire at the exact instant: ticking at half past each second, every slot
 # is claimed 1.5 s before it is due, time for an asynchronous invoke to reach a warm executor.
 DEFAULT_LOOKAHEAD_MS = 1500
-# How far ahead a heavy instant may be claimed (tickwork.lookahead): room to ready 10,000 runs sharing
+# How far ahead a heavy instant may be claimed (tickwork.rules.lookahead): room to ready 10,000 runs sharing
 # one second at the rate below. Set it to the lookahead to claim every instant alike.
 DEFAULT_MAX_LOOKAHEAD_MS = 10_000
-# The executor waits at most 20 s for a run's instant (tickwork.executor.MAX_EARLY_WAIT_SECONDS).
+# The executor waits at most 20 s for a run's instant (tickwork.runs.executor.MAX_EARLY_WAIT_SECONDS).
 MAX_LOOKAHEAD_LIMIT_MS = 15_000
 # Runs the executors ready (start row, connection, request) per second, as the lookahead assumes.
 DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
@@ -23,7 +23,7 @@ DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
-# One due-index shard: every key under one hash tag, as before sharding existed (tickwork.shards).
+# One due-index shard: every key under one hash tag, as before sharding existed (tickwork.dueindex.shards).
 DEFAULT_DUE_INDEX_SHARDS = 1
 # Below one second the poller cannot honour the schedule.
 DEFAULT_MIN_INTERVAL_SECONDS = 1
@@ -125,10 +125,10 @@ class Settings:
     # psycopg prepares a statement run 5 times on a connection; RDS Proxy pins such a session to one
     # database connection, so the template turns this off behind the proxy.
     db_prepared_statements: bool = True
-    # Envelope encryption of secrets (tickwork.crypto): data keys from this KMS key, else from a key file.
+    # Envelope encryption of secrets (tickwork.secrets.crypto): data keys from this KMS key, else from a key file.
     kms_key_id: str = ""
     key_file: str = ""
-    # The stack's SNS topic that every final failure is published to (tickwork.alerts); empty: none.
+    # The stack's SNS topic that every final failure is published to (tickwork.runs.ends); empty: none.
     operator_topic_arn: str = ""
     # A PEM file of CAs trusted for HTTPS targets besides the system's (targets with a private CA); empty: none.
     target_ca_bundle: str = ""

@@ -5,17 +5,18 @@ Handlers call `services()`; the local runtime and the tests call `configure()` f
 """
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tickwork.crypto import Keyring, KmsWrapper, LocalWrapper
-from tickwork.errors import ConfigurationError
+from tickwork.dispatch.invoker import LambdaInvoker
+from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import Invoker, Sender
-from tickwork.invoker import LambdaInvoker
-from tickwork.sending import BoundedSender
+from tickwork.runs.sending import BoundedSender
+from tickwork.secrets.crypto import Keyring, KmsWrapper, LocalWrapper
 from tickwork.settings import Settings
 
 
@@ -28,11 +29,16 @@ class Services:
     sender: Sender = field(default_factory=BoundedSender)  # how the executor sends a group of runs
     clock: Callable[[], float] = time.time  # the API's `now` per request (epoch seconds); tests pin it
     keyring: Keyring | None = None  # built from the settings when not given (None if they name no key)
-    sns: Any = None  # boto3 SNS client for settings.operator_topic_arn (tickwork.alerts)
+    sns: Any = None  # boto3 SNS client for settings.operator_topic_arn (tickwork.notifications.deliver)
 
     def __post_init__(self) -> None:
         if self.keyring is None:
             self.keyring = build_keyring(self.settings)
+
+    @functools.cached_property
+    def index(self) -> DueIndex:
+        """The due index, in the deployment's namespace and shard count: the one every caller uses."""
+        return DueIndex(self.redis, self.settings.namespace, self.settings.due_index_shards)
 
     def close(self) -> None:
         self.sender.close()
@@ -77,17 +83,11 @@ def build_keyring(settings: Settings) -> Keyring | None:
     return None
 
 
-def require_keyring(keyring: Keyring | None) -> Keyring:
-    if keyring is None:
-        raise ConfigurationError("set TICKWORK_KMS_KEY_ID or TICKWORK_KEY_FILE: secrets are stored encrypted")
-    return keyring
-
-
 def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float] = time.monotonic) -> Any:
     """A pool whose `clock` (seconds, any origin) tells how long a connection sat idle."""
     from psycopg_pool import ConnectionPool
 
-    from tickwork.dbcredentials import connection_class
+    from tickwork.store.credentials import connection_class
 
     idle = _IdleCheck(clock)
     return ConnectionPool(

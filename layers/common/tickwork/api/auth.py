@@ -1,5 +1,5 @@
 """Bearer API keys: the key decides the tenant that every query of the request is scoped to, and whose
-request budget (tickwork.ratelimit) the request spends."""
+request budget (tickwork.dueindex.ratelimit) the request spends."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,10 +7,9 @@ from typing import Mapping
 
 from aws_lambda_powertools.event_handler.request import Request
 
-from tickwork.dueindex import DueIndex
+from tickwork.dueindex.ratelimit import RateLimiter
 from tickwork.errors import RateLimitedError, UnauthorizedError
-from tickwork.jobs import Scope
-from tickwork.ratelimit import RateLimiter
+from tickwork.scope import Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
 from tickwork.timeutil import to_ms
@@ -44,7 +43,7 @@ def current_scope(request: Request) -> Scope:
     if caller is None:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller.key_id, now)
-    index = DueIndex(svc.redis, svc.settings.namespace, svc.settings.due_index_shards)
+    index = svc.index
     return Scope(svc.db, index, svc.settings, caller.tenant_id, now, svc.keyring)
 
 

@@ -13,8 +13,15 @@ from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
 
 from tickwork.errors import (
-    ConflictError, IdempotencyKeyReusedError, InvalidInputError, InvalidJsonError, NotFoundError,
-    QuotaExceededError, RateLimitedError, TickworkError, UnauthorizedError,
+    ConflictError,
+    IdempotencyKeyReusedError,
+    InvalidInputError,
+    InvalidJsonError,
+    NotFoundError,
+    QuotaExceededError,
+    RateLimitedError,
+    TickworkError,
+    UnauthorizedError,
 )
 
 logger = Logger(child=True)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from tickwork import jobs
 from tickwork.api import views
-from tickwork.api.models import ExecutionList
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor
 from tickwork.api.queries import ExecutionStatuses, JobId, Since, Until, execution_filter
+from tickwork.api.responses import ExecutionList
 from tickwork.api.routes import Caller, Cursor, Limit, openapi_responses
+from tickwork.tenant import history
 
 router = Router()
 
@@ -21,5 +21,5 @@ def list_all_executions(
 ) -> ExecutionList:
     filters = execution_filter(status, job_id, since, until)
     # One cursor kind with GET /jobs/{id}/executions: both lists are keyed by (scheduled_for, id).
-    page = jobs.list_tenant_executions(scope, filters, limit, decode_cursor("executions", cursor))
+    page = history.list_tenant_executions(scope, filters, limit, decode_cursor("executions", cursor))
     return views.execution_list(page)

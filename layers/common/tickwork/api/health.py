@@ -1,14 +1,11 @@
 """GET /health, for load balancers and uptime checks: no key, answered within about a second."""
 from __future__ import annotations
 
-import time
-
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from tickwork.api.models import HealthOut
-from tickwork.dueindex import DueIndex
-from tickwork.health import Health, Prober
+from tickwork.api.responses import HealthOut
+from tickwork.ops.health import Health, Prober
 from tickwork.wiring import services
 
 router = Router()
@@ -21,7 +18,7 @@ _prober = Prober()
                                           "content": {"application/json": {"model": HealthOut}}}})
 def get_health() -> Response[HealthOut]:
     svc = services()
-    health = _prober.check(svc.db, DueIndex(svc.redis, svc.settings.namespace), int(time.time() * 1000))
+    health = _prober.check(svc.db, svc.index, int(svc.clock() * 1000))
     return Response(status_code=200 if health.ok else 503, content_type=content_types.APPLICATION_JSON,
                     body=health_out(health).model_dump(), headers={"Cache-Control": "no-store"})
 

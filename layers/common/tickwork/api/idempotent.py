@@ -1,4 +1,4 @@
-"""The Idempotency-Key header of POST /jobs and POST /jobs/{id}/run, on top of `tickwork.idempotency`."""
+"""The Idempotency-Key header of POST /jobs and POST /jobs/{id}/run, on top of `tickwork.tenant.idempotency`."""
 from __future__ import annotations
 
 from typing import Annotated, Callable
@@ -8,8 +8,8 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from aws_lambda_powertools.event_handler.openapi.params import Header
 from pydantic import BaseModel
 
-from tickwork import idempotency
-from tickwork.jobs import Scope
+from tickwork.scope import Scope
+from tickwork.tenant import idempotency
 
 IdempotencyKey = Annotated[str | None, Header(
     alias=idempotency.KEY_HEADER, min_length=1, max_length=idempotency.MAX_KEY_LENGTH, pattern=r"^[\x20-\x7e]+$",
@@ -20,7 +20,7 @@ IdempotencyKey = Annotated[str | None, Header(
 
 
 def respond(scope: Scope, key: str | None, status: int, produce: Callable[[], BaseModel]) -> Response:
-    """`produce()` answered with `status`; with a key, at most once per key (see tickwork.idempotency)."""
+    """`produce()` answered with `status`; with a key, at most once per key (see tickwork.tenant.idempotency)."""
     if key is None:
         return _json(status, produce().model_dump(mode="json"))
     event = BaseRouter.current_event

@@ -4,10 +4,11 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from tickwork import apikeys
-from tickwork.api.models import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyOut
+from tickwork.api.models import ApiKeyCreate
+from tickwork.api.responses import ApiKeyCreated, ApiKeyList, ApiKeyOut
 from tickwork.api.routes import Caller, openapi_responses
 from tickwork.store.keys import KeyRow
+from tickwork.tenant import apikeys
 from tickwork.timeutil import rfc3339
 
 router = Router()

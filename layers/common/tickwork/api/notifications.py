@@ -1,14 +1,14 @@
-"""The notification history route (tickwork.notifications), its own Router included by tickwork.api.app."""
+"""The notification history route (tickwork.notifications.events), its own Router included by tickwork.api.app."""
 from __future__ import annotations
 
 from typing import Any, cast
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from tickwork import alerts
-from tickwork.api.models import NotificationList, NotificationOut
+from tickwork.api.responses import NotificationList, NotificationOut
 from tickwork.api.routes import Caller, openapi_responses
 from tickwork.store.notifications import NotificationRow
+from tickwork.tenant import history
 from tickwork.timeutil import rfc3339
 
 router = Router()
@@ -17,7 +17,7 @@ router = Router()
 @router.get("/jobs/<job_id>/notifications", summary="A job's last 100 notifications, newest first",
             tags=["notifications"], responses=openapi_responses(200, 404))
 def list_notifications(job_id: str, scope: Caller) -> NotificationList:
-    return NotificationList(items=[notification_out(row) for row in alerts.job_notifications(scope, job_id)])
+    return NotificationList(items=[notification_out(row) for row in history.job_notifications(scope, job_id)])
 
 
 def notification_out(row: NotificationRow) -> NotificationOut:

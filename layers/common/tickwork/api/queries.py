@@ -9,7 +9,7 @@ from pydantic import AfterValidator, StringConstraints
 
 from tickwork.api.models import MAX_TAGS, ExecutionStatus, Instant, JobStatus, Tag, _storable
 from tickwork.errors import InvalidInputError
-from tickwork.filters import ExecutionFilter, JobFilter
+from tickwork.tenant.filters import ExecutionFilter, JobFilter
 
 # The canonical form only, so the document's pattern is exactly what the API takes.
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"

@@ -1,4 +1,4 @@
-"""The routes: each parses its input, calls one function of `tickwork.jobs` and shapes the answer.
+"""The routes: each parses its input, calls one function of `tickwork.tenant.jobs` and shapes the answer.
 
 Every route takes `scope` from `current_scope` (authentication, the tenant, the request's single `now`).
 """
@@ -11,18 +11,25 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
-from tickwork import jobs
 from tickwork.api import views
 from tickwork.api.auth import current_scope
 from tickwork.api.idempotent import IdempotencyKey, respond
-from tickwork.api.models import (
-    ErrorBody, ExecutionDetail, ExecutionList, ExecutionOut, JobCreate, JobDetail, JobList, JobPatch, PreviewOut,
-    PreviewRequest,
-)
+from tickwork.api.models import JobCreate, JobPatch, PreviewRequest
 from tickwork.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from tickwork.api.queries import JobStatuses, NamePrefix, job_filter
 from tickwork.api.queries import Tags as TagFilter
-from tickwork.jobs import JobDraft, Scope
+from tickwork.api.responses import (
+    ErrorBody,
+    ExecutionDetail,
+    ExecutionList,
+    ExecutionOut,
+    JobDetail,
+    JobList,
+    PreviewOut,
+)
+from tickwork.scope import Scope
+from tickwork.tenant import history, jobs
+from tickwork.tenant.jobs import JobDraft
 
 router = Router()
 
@@ -108,14 +115,14 @@ def run_job(job_id: str, scope: Caller, idempotency_key: IdempotencyKey = None) 
 @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first", tags=["executions"],
             responses=openapi_responses(200, 400, 404))
 def list_executions(job_id: str, scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> ExecutionList:
-    page = jobs.list_executions(scope, job_id, limit, decode_cursor("executions", cursor))
+    page = history.list_executions(scope, job_id, limit, decode_cursor("executions", cursor))
     return views.execution_list(page)
 
 
 @router.get("/executions/<execution_id>", summary="An execution with its attempts", tags=["executions"],
             responses=openapi_responses(200, 404))
 def get_execution(execution_id: str, scope: Caller) -> ExecutionDetail:
-    return views.execution_detail(*jobs.get_execution(scope, execution_id))
+    return views.execution_detail(*history.get_execution(scope, execution_id))
 
 
 @router.post("/schedules/preview", summary="Check a schedule and list its next fire times", tags=["schedules"],

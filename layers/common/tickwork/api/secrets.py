@@ -9,10 +9,10 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
 
-from tickwork import vault
 from tickwork.api.models import Timestamp, _Strict
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
 from tickwork.api.routes import Caller, Cursor, Limit, openapi_responses
+from tickwork.secrets import vault
 from tickwork.store.secrets import SecretRow
 from tickwork.timeutil import rfc3339
 

@@ -6,9 +6,9 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from tickwork import stats
-from tickwork.api.models import FireLag, RunCounts, StatsOut
+from tickwork.api.responses import FireLag, RunCounts, StatsOut
 from tickwork.api.routes import Caller, openapi_responses
+from tickwork.tenant import stats
 from tickwork.timeutil import rfc3339
 
 router = Router()

@@ -5,16 +5,26 @@ from datetime import datetime
 from typing import cast
 from zoneinfo import ZoneInfo
 
-from tickwork import jobs
-from tickwork.api.models import (
-    AttemptOut, Catchup, ExecutionDetail, ExecutionList, ExecutionOut, FireTime, JobDetail, JobList, JobOut,
-    JobStatus, Overlap, PreviewOut, RequestOut, RetryOut, Trigger,
-)
+from tickwork.api.models import Catchup, JobStatus, Overlap, Trigger
 from tickwork.api.pagination import encode_cursor
+from tickwork.api.responses import (
+    AttemptOut,
+    ExecutionDetail,
+    ExecutionList,
+    ExecutionOut,
+    FireTime,
+    JobDetail,
+    JobList,
+    JobOut,
+    PreviewOut,
+    RequestOut,
+    RetryOut,
+)
 from tickwork.models import JobRow
-from tickwork.schedule import Schedule
-from tickwork.scheduling import job_schedule
+from tickwork.schedule.engine import Schedule
+from tickwork.schedule.specs import job_schedule
 from tickwork.store.history import AttemptRow, ExecutionRow
+from tickwork.tenant import jobs
 from tickwork.timeutil import rfc3339
 
 UPCOMING_RUNS = 5

@@ -8,8 +8,8 @@ from typing import Any
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from tickwork.filters import JobFilter, like_prefix
 from tickwork.models import JobRow
+from tickwork.tenant.filters import JobFilter, like_prefix
 
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
@@ -77,7 +77,7 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " tags = %(tags)s, description = %(description)s,"
         " notify = %(notify)s, pause_after_failures = %(pause_after_failures)s, paused_reason = %(paused_reason)s,"
         " success = %(success)s,"
-        # A paused job that runs again starts counting its failures afresh (tickwork.notifications).
+        # A paused job that runs again starts counting its failures afresh (tickwork.notifications.events).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
         f" WHERE id = %(id)s AND {_LIVE}",

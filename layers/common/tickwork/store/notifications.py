@@ -1,4 +1,4 @@
-"""SQL over notifications and the watched jobs' counters (tickwork.notifications)."""
+"""SQL over notifications and the watched jobs' counters (tickwork.notifications.events)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
-from tickwork.notifications import Event, Verdict, WatchState
+from tickwork.notifications.events import Event, Verdict, WatchState
 from tickwork.store.maintenance import delete_in_batches
 
 _LOCK_STATES = """

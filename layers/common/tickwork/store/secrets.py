@@ -1,4 +1,4 @@
-"""SQL over secrets, signing secrets and wrapped data keys. Values arrive and leave sealed (tickwork.crypto)."""
+"""SQL over secrets, signing secrets and wrapped data keys. Values arrive and leave sealed (tickwork.secrets.crypto)."""
 from __future__ import annotations
 
 import uuid

@@ -1,0 +1,34 @@
+"""The API function's other door: operator actions by direct Lambda invoke (tickwork.ops.admin has them),
+answered with the API's error shape."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tickwork.api.errors import tickwork_error
+from tickwork.errors import InvalidInputError, TickworkError
+from tickwork.ops import admin
+from tickwork.secrets import vault
+from tickwork.secrets.crypto import Keyring, require_keyring
+from tickwork.settings import Settings
+
+
+def is_admin_event(event: Mapping[str, Any]) -> bool:
+    return "admin" in event and "requestContext" not in event
+
+
+def handle_admin(
+    pool: Any, event: Mapping[str, Any], settings: Settings, keyring: Keyring | None = None,
+) -> dict[str, Any]:
+    """The action's result, or {"statusCode", "error": {"code", "message", "field"}} as the API's errors."""
+    try:
+        if event["admin"] == "set-quotas":
+            return admin.set_quotas(pool, settings, event)
+        if event["admin"] == "rotate-encryption-key":
+            return vault.reencrypt_all(require_keyring(keyring), pool)
+        if event["admin"] != "create-tenant":
+            raise InvalidInputError("admin", "unknown admin action; the ones there are: create-tenant, set-quotas, "
+                                             "rotate-encryption-key")
+        return admin.create_tenant_with_key(pool, admin.tenant_name(event.get("name")))
+    except TickworkError as exc:
+        response = tickwork_error(exc)
+        return {"statusCode": response.status_code, **(response.body or {})}

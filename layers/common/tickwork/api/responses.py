@@ -1,0 +1,211 @@
+"""The API's response bodies (tickwork.api.models has the requests and the types both share). The OpenAPI
+document is generated from these models too."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tickwork.api.models import Catchup, JobStatus, Overlap, Timestamp, Trigger
+from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
+from tickwork.rules.retry import (
+    DEFAULT_DELAY_SECONDS,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_STRATEGY,
+    MAX_DELAY_SECONDS,
+    STORED_JITTER,
+    STORED_PAST_NEXT_RUN,
+)
+
+
+class RequestOut(BaseModel):
+    method: str = "GET"
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict, description='Sensitive values are shown as "***".')
+    body: str | None = None
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+
+
+class RetryOut(BaseModel):
+    strategy: str = DEFAULT_STRATEGY
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    delay_seconds: int | float = DEFAULT_DELAY_SECONDS
+    # A job stored before these fields existed keeps its old timing, and shows it.
+    jitter: str = STORED_JITTER
+    max_delay_seconds: int | float = MAX_DELAY_SECONDS
+    past_next_run: bool = STORED_PAST_NEXT_RUN
+
+
+class NotifyOut(BaseModel):
+    url: str
+    on: list[str]
+
+
+class SuccessOut(BaseModel):
+    status_codes: list[int | str]
+    body_contains: str | None = None
+
+
+class JobOut(BaseModel):
+    id: str
+    name: str
+    status: JobStatus
+    schedule: str = Field(description="The canonical form of the schedule.")
+    timezone: str
+    start_at: Timestamp | None
+    end_at: Timestamp | None
+    request: RequestOut
+    retry: RetryOut
+    next_run_at: Timestamp | None
+    version: int
+    overlap: Overlap
+    catchup: Catchup
+    catchup_window_seconds: int
+    tags: list[str]
+    description: str
+    notify: NotifyOut | None = None
+    pause_after_failures: int | None = None
+    paused_reason: str | None = Field(None, description="Why the job was paused automatically; null otherwise.")
+    success: SuccessOut | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class JobDetail(JobOut):
+    schedule_description: str = Field(description="The schedule in words.")
+    next_fire_times: list[Timestamp] = Field(description="The next 5 runs; empty unless the job is active.")
+
+
+class JobList(BaseModel):
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class ExecutionOut(BaseModel):
+    id: str
+    job_id: str
+    scheduled_for: Timestamp
+    trigger: Trigger
+    status: str
+    attempt_count: int
+    next_attempt_at: Timestamp | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+    last_error: str | None
+    missed_count: int | None = Field(None, description="For a missed run: how many slots it stands for.")
+
+
+class AttemptOut(BaseModel):
+    number: int
+    started_at: Timestamp
+    duration_ms: int
+    status_code: int | None
+    error: str | None
+    response_body: str | None = Field(description="The first 1024 characters of the stored response body.")
+    response_truncated: bool
+
+
+class ExecutionDetail(ExecutionOut):
+    attempts: list[AttemptOut]
+
+
+class ExecutionList(BaseModel):
+    items: list[ExecutionOut]
+    next_cursor: str | None
+
+
+class FireTime(BaseModel):
+    utc: Timestamp
+    local: str = Field(description="The same instant in the schedule's time zone, with its UTC offset.")
+
+
+class PreviewOut(BaseModel):
+    schedule: str
+    timezone: str
+    description: str
+    fire_times: list[FireTime]
+
+
+class NotificationOut(BaseModel):
+    id: str = Field(description="The event's id: the same on every attempt (webhook-id), for receivers to dedupe.")
+    type: Literal["run.failed", "job.recovered", "job.paused"]
+    execution_id: str
+    status: Literal["pending", "sending", "delivered", "failed"]
+    attempts: int
+    next_attempt_at: Timestamp | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
+    event: dict[str, Any] = Field(description="The JSON body sent.")
+
+
+class NotificationList(BaseModel):
+    items: list[NotificationOut] = Field(description="The job's last 100 notifications, newest first.")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class RunCounts(BaseModel):
+    queued: int
+    waiting: int
+    running: int
+    retrying: int
+    succeeded: int
+    failed: int
+    skipped: int
+    missed: int
+    lost: int
+
+
+class FireLag(BaseModel):
+    samples: int = Field(description="First attempts of scheduled runs in the window.")
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+
+class StatsOut(BaseModel):
+    window_seconds: int
+    since: Timestamp
+    until: Timestamp
+    runs: RunCounts = Field(description="Executions whose slot is in [since, until), by status.")
+    fire_lag: FireLag = Field(description="How late first attempts were sent after their slot.")
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    postgres: Literal["ok", "error", "timeout"]
+    redis: Literal["ok", "error", "timeout"]
+    last_tick_age_seconds: float | None = Field(description="Since the poller last ticked; null if unknown.")
+
+
+# ---------------------------------------------------------------- API keys
+
+class ApiKeyOut(BaseModel):
+    id: str
+    name: str
+    prefix: str = Field(description="The key's first 8 characters, to tell keys apart.")
+    created_at: Timestamp
+    last_used_at: Timestamp | None = Field(description="When the key was last used, to the minute.")
+
+
+class ApiKeyCreated(BaseModel):
+    id: str
+    name: str
+    prefix: str
+    key: str = Field(description="The key itself: shown only in this response, keep it (Authorization: Bearer).")
+    created_at: Timestamp
+
+
+class ApiKeyList(BaseModel):
+    items: list[ApiKeyOut]

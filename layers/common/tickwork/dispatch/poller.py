@@ -1,0 +1,343 @@
+"""One poller tick: claim what is due, record each slot once in Postgres, hand the new runs to executors.
+
+Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
+number of jobs in it. The Redis claim only decides who advances a job's score; the unique execution row
+decides who dispatches, so two pollers at once never run a slot twice. With several due-index shards
+(tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard; how far ahead it
+claims grows for the seconds many runs share (tickwork.rules.lookahead).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from aws_lambda_powertools import Logger
+
+from tickwork import metrics
+from tickwork.dueindex.entries import Claim, DueEntry
+from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
+from tickwork.dueindex.relayout import relayout
+from tickwork.dueindex.shard import Shard
+from tickwork.errors import ConfigurationError, ScheduleError
+from tickwork.interfaces import Invoker
+from tickwork.models import Dispatch
+from tickwork.rules import lookahead
+from tickwork.rules.policy import SlotPlan
+from tickwork.schedule import specs as scheduling
+from tickwork.store import executions as executions_store
+from tickwork.timeutil import from_ms, rfc3339, to_ms
+from tickwork.wiring import Services
+
+logger = Logger(child=True)
+
+# A tick stops after this many batches so one overloaded second cannot starve the next tick.
+MAX_BATCHES_PER_TICK = 100
+# Batches whose Postgres write runs while the next batch is fetched and claimed. The write is a tick's
+# slowest step; two at once let Postgres use a second core. A tick failing mid-way leaves at most this
+# many batches claimed in Redis but unrecorded, which maintenance rewinds (reconcile.rewind_unrecorded_claims).
+RECORDS_IN_FLIGHT = 2
+# Where in each second the loop ticks (see tick_point): half a second away from the whole seconds that
+# schedules fire on, where executors send.
+TICK_OFFSET_MS = 500
+# How long a tick may spend rebuilding a lost index before it dispatches what is indexed so far: well
+# inside the 900 ms tick lock, leaving room for the tick's own batches. The rest waits for the next tick.
+REBUILD_SECONDS = 0.4
+
+
+@dataclass
+class TickResult:
+    locked: bool
+    dispatched: int = 0
+    claimed: int = 0
+    batches: int = 0
+    redis_round_trips: int = 0
+    postgres_round_trips: int = 0
+    rebuilt: bool = False  # a step of rebuilding the index ran (the marker was missing)
+    reindexed: int = 0  # jobs that step put back
+    rebuild_ms: int = 0  # how long that step took
+    missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
+    relayout_from: int | None = None  # the shard count this tick moved the index from
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def absorb(self, part: TickResult) -> None:
+        """Add the counts of one shard's part of the tick."""
+        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+
+
+@dataclass
+class BatchPlan:
+    """What to do with one fetched batch, decided without I/O.
+
+    Each claim pairs with what winning it means: a new slot to record (a job) or a dispatch (a retry
+    or manual run that already has its execution row).
+    """
+
+    claims: list[tuple[Claim, executions_store.Slot | Dispatch]] = field(default_factory=list)
+    missing_specs: list[str] = field(default_factory=list)
+
+
+def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
+    plan = BatchPlan()
+    for entry in entries:
+        if not entry.is_job:
+            execution_id, attempt = entry.execution()
+            kind = "notification" if entry.is_notification else "run"
+            plan.claims.append((Claim(entry.member, entry.score, None),
+                                Dispatch(execution_id, attempt, entry.score, kind)))
+            continue
+        schedule = _schedule_or_none(entry)
+        if schedule is None or entry.spec is None:
+            plan.missing_specs.append(entry.job_id)
+            continue
+        decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
+        claim = Claim(entry.member, entry.score, decision.next_ms)
+        plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
+    return plan
+
+
+def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan) -> executions_store.Slot:
+    note = None
+    if decision.missed_count:
+        note = (f"missed {decision.missed_count} run(s) from this slot on: Tickwork was behind and the job's "
+                f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
+    return executions_store.Slot(
+        job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
+        decision.missed_count, note,
+    )
+
+
+def _dt(ms: int | None) -> datetime | None:
+    return None if ms is None else from_ms(ms)
+
+
+def _schedule_or_none(entry: DueEntry) -> Any:
+    if not entry.spec:
+        return None
+    try:
+        return scheduling.schedule_of(entry.spec)
+    except (ScheduleError, KeyError, TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _record_pool() -> ThreadPoolExecutor:
+    """Threads for batch writes, made once per execution environment."""
+    return ThreadPoolExecutor(max_workers=RECORDS_IN_FLIGHT, thread_name_prefix="record")
+
+
+@functools.lru_cache(maxsize=4)
+def _shard_pool(width: int) -> ThreadPoolExecutor:
+    """Threads claiming shards at once (one each), made once per execution environment."""
+    return ThreadPoolExecutor(max_workers=width, thread_name_prefix="shard")
+
+
+def _all_results(futures: list[Future[bool]]) -> list[bool]:
+    """Every future's result once all are done; the first failure is raised after the others end."""
+    wait(futures)
+    return [future.result() for future in futures]
+
+
+class Poller:
+    def __init__(self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS)) -> None:
+        if svc.invoker is None:
+            # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
+            raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
+        self.svc = svc
+        self.invoker: Invoker = svc.invoker
+        self.index = svc.index
+        self.rebuild = rebuild
+
+    def tick(self, now_ms: int, second: int | None = None) -> TickResult:
+        """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
+        token = uuid.uuid4().hex
+        locked, stored_shards = self.index.acquire_tick(token, self.svc.settings.tick_lock_ms, now_ms, second)
+        if not locked:
+            return TickResult(locked=False, redis_round_trips=1)
+        result = TickResult(locked=True, redis_round_trips=1)
+        try:
+            if stored_shards != self.index.count:
+                result.relayout_from = relayout(self.index, stored_shards).previous
+            self._drain(now_ms, result)
+        finally:
+            self.index.release_tick_lock(token)
+            result.redis_round_trips += 1
+        return result
+
+    def _drain(self, now_ms: int, result: TickResult) -> None:
+        """Claim every shard (concurrently when there are several); rebuild the shards found lost once
+        the others are claimed, then claim what those have indexed so far."""
+        lost = self._drain_shards(range(self.index.count), now_ms, result, check_intact=True)
+        if lost:
+            self._rebuild(now_ms, result, lost)
+            self._drain_shards(lost, now_ms, result, check_intact=False)
+
+    def _drain_shards(self, numbers: Sequence[int], now_ms: int, result: TickResult, check_intact: bool) -> list[int]:
+        """Drain these shards into `result`; returns those whose marker was missing (not drained)."""
+        if len(numbers) == 1:
+            return [n for n in numbers if self._drain_shard(self.index.shards[n], now_ms, result, check_intact)]
+        parts = [TickResult(locked=True) for _ in numbers]
+        pool = _shard_pool(len(numbers))
+        futures = [pool.submit(self._drain_shard, self.index.shards[n], now_ms, part, check_intact)
+                   for n, part in zip(numbers, parts)]
+        lost = [n for n, future in zip(numbers, _all_results(futures)) if future]
+        for part in parts:
+            result.absorb(part)
+        return lost
+
+    def _drain_shard(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool) -> bool:
+        """Claim and record a shard's due batches; True (and nothing claimed) if its marker is missing."""
+        settings = self.svc.settings
+        horizon = now_ms + settings.lookahead_ms
+        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
+        writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]] = deque()  # each with its jobs
+        try:
+            while result.batches < MAX_BATCHES_PER_TICK:
+                intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
+                result.redis_round_trips += 1
+                if not intact and check_intact:
+                    return True
+                if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
+                    extended, seconds = self._horizon(now_ms, first_ms, counts), 0
+                    horizon, nothing_yet = extended, not entries and extended > horizon
+                    if nothing_yet:
+                        continue  # nothing due within the base lookahead, but a heavy second is coming
+                if not entries:
+                    return False
+                result.batches += 1
+                more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
+                jobs = frozenset(slot.job_id for slot in slots)
+                # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
+                # record them in the order Redis claimed them, or the later one, written first, takes the
+                # earlier for a lost claim: so a batch holding a job still being written waits for it.
+                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
+                    self._collect(writes.popleft()[0], result)
+                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches), jobs))
+                if not more:
+                    return False  # everything left was claimed by someone else: nothing more for this tick
+            return False
+        finally:
+            self._collect_all(writes, result)
+
+    def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
+        settings = self.svc.settings
+        return lookahead.horizon_ms(now_ms, settings.lookahead_ms, settings.max_lookahead_ms,
+                                    settings.prepare_runs_per_second, first_ms, counts, self.index.count)
+
+    def _claim_batch(
+        self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
+    ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
+        """Plan and claim one batch; returns whether to go on, the won slots to record and the won
+        dispatches (retries, manual runs) that need no record."""
+        plan = plan_batch(entries, now_ms)
+        if plan.missing_specs:
+            self._repair_specs(plan.missing_specs, now_ms)
+        won = shard.claim([claim for claim, _ in plan.claims])
+        result.redis_round_trips += 1 if plan.claims else 0
+        result.claimed += sum(won)
+        targets = [target for (_, target), w in zip(plan.claims, won) if w]
+        dispatches = [t for t in targets if isinstance(t, Dispatch)]
+        slots = [t for t in targets if isinstance(t, executions_store.Slot)]
+        return any(won) or bool(plan.missing_specs), slots, dispatches
+
+    def _record_and_dispatch(
+        self, slots: list[executions_store.Slot], dispatches: list[Dispatch],
+    ) -> tuple[int, int, int]:
+        """Record won slots (only the inserted rows are dispatched) and hand the runs to executors;
+        returns (slots recorded missed, runs dispatched, Postgres round trips)."""
+        missed = 0
+        if slots:
+            with self.svc.db.connection() as conn:
+                recorded = executions_store.record_claims(conn, slots)
+            missed = recorded.missed
+            dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded.runs]
+        if dispatches:
+            self.invoker.invoke(dispatches)
+        return missed, len(dispatches), 1 if slots else 0
+
+    def _collect(self, write: Future[tuple[int, int, int]], result: TickResult) -> None:
+        missed, dispatched, round_trips = write.result()
+        result.missed += missed
+        result.dispatched += dispatched
+        result.postgres_round_trips += round_trips
+
+    def _collect_all(self, writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]],
+                     result: TickResult) -> None:
+        """Wait for every write of the tick; the first failure is raised once none is left running."""
+        failure: BaseException | None = None
+        for write, _ in writes:
+            try:
+                self._collect(write, result)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other writes
+                failure = failure or exc
+        writes.clear()
+        if failure is not None:
+            raise failure
+
+    def _rebuild(self, now_ms: int, result: TickResult, shards: list[int]) -> None:
+        """Redis lost these shards (or never had them): go on rebuilding them from Postgres for a bounded
+        time; the tick then claims what is indexed so far."""
+        with self.svc.db.connection() as conn:
+            report = rebuild_step(conn, self.index, from_ms(now_ms), self.rebuild, shards)
+        result.rebuilt, result.reindexed, result.rebuild_ms = True, report.indexed, round(report.seconds * 1000)
+        logger.warning("due index marker missing: rebuilding it from Postgres",
+                       extra={**report.__dict__, "shards": shards})
+
+    def _repair_specs(self, job_ids: list[str], now_ms: int) -> None:
+        """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""
+        with self.svc.db.connection() as conn:
+            index_jobs(conn, self.index, job_ids, from_ms(now_ms))
+        logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
+
+
+def tick_point(now: float) -> float:
+    """The point of its second a tick invoked at `now` claims as of: TICK_OFFSET_MS past the second it
+    was invoked in, or `now` when that is past.
+
+    Schedules fire on whole seconds; claiming half a second off them, with a 1.5 s lookahead, hands every
+    slot to an executor 1.5 s before its instant as of that point. The local runtime ticks at that point.
+    The Step Functions loop cannot: its Wait ends on a whole second (it drops a Timestamp's
+    milliseconds), so its tick runs right after, up to TICK_OFFSET_MS before its point, and claims the same
+    slots as of it. The executors then hold those runs up to half a second longer (and only when there
+    are runs), instead of the poller's Lambda waiting half of every second, idle or not.
+    """
+    return max(now, math.floor(now) + TICK_OFFSET_MS / 1000)
+
+
+def next_tick_at(now: float, ticked: int) -> str:
+    """The second the loop's next tick belongs to, for the Step Functions Wait state's Timestamp, after a
+    tick of second `ticked` that ended at `now`: a whole second (a Wait honours a Timestamp only to the
+    second), after `ticked`, and no earlier than the first whose tick point is still ahead of `now`. A
+    second already begun (a tick that ended past the next whole second, before its point) is in the past:
+    the Wait continues at once and that second is ticked late, rather than not at all.
+    """
+    second = max(ticked + 1, math.floor(now - TICK_OFFSET_MS / 1000) + 1)
+    return rfc3339(datetime.fromtimestamp(second, tz=timezone.utc)) or ""
+
+
+def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
+    invoked = clock()
+    second = math.floor(invoked)
+    now_ms = int(tick_point(invoked) * 1000)
+    poller = Poller(svc)
+    # Per second, one tick works: two loops side by side (or a duplicated execution) wake for the same one.
+    result = poller.tick(now_ms, second=second)
+    if result.dispatched or result.missed:
+        logger.info("tick dispatched runs", extra=result.as_dict())
+    metrics.record_tick(result)
+    backlog = None
+    if result.locked:
+        # What this tick left already due (one more Redis round trip, outside the tick's own count):
+        # 0 while the poller keeps up; growing when ticks stop at MAX_BATCHES_PER_TICK or fail mid-way.
+        backlog = poller.index.count_due(now_ms)
+        metrics.record_backlog(backlog)
+    metrics.flush()
+    return {"next_tick_at": next_tick_at(clock(), second), **result.as_dict(), "due_backlog": backlog}

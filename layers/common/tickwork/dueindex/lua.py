@@ -1,0 +1,139 @@
+"""The Lua scripts of the due index, each one atomic on its shard (or on the base tag, for the locks).
+
+Every Redis key Tickwork uses is named in this package: a shard's keys in tickwork.dueindex.shard, the
+keys the shards share in tickwork.dueindex.index, the API's rate limit in tickwork.dueindex.ratelimit.
+"""
+from __future__ import annotations
+
+# The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
+# empty replica) the index must be rebuilt from Postgres before anything is claimed. Then how many
+# members are due in each of ARGV[4] whole seconds from ARGV[3] (ms) on, for the adaptive lookahead.
+FETCH_DUE = """
+local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
+local out = {redis.call('EXISTS', KEYS[3])}
+for i = 0, tonumber(ARGV[4]) - 1 do
+  local start = tonumber(ARGV[3]) + i * 1000
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[1], start, start + 999)
+end
+for i = 1, #items, 2 do
+  local member = items[i]
+  local spec = false
+  if string.sub(member, 1, 2) == 'j:' then spec = redis.call('HGET', KEYS[2], string.sub(member, 3)) end
+  out[#out + 1] = member
+  out[#out + 1] = items[i + 1]
+  out[#out + 1] = spec
+end
+return out
+"""
+
+# ARGV holds (member, expected score, new score or '' to remove) triples. A member whose score is not
+# the one this poller read was claimed or rescheduled by someone else, and is left alone.
+CLAIM = """
+local won = {}
+for i = 1, #ARGV, 3 do
+  local member = ARGV[i]
+  local current = redis.call('ZSCORE', KEYS[1], member)
+  if current and tonumber(current) == tonumber(ARGV[i + 1]) then
+    if ARGV[i + 2] == '' then
+      redis.call('ZREM', KEYS[1], member)
+      if string.sub(member, 1, 2) == 'j:' then redis.call('HDEL', KEYS[2], string.sub(member, 3)) end
+    else
+      redis.call('ZADD', KEYS[1], ARGV[i + 2], member)
+    end
+    won[#won + 1] = 1
+  else
+    won[#won + 1] = 0
+  end
+end
+return won
+"""
+
+# One page of a rebuild, applied only if the rebuild key still holds the position the page was read at:
+# otherwise another rebuilder went on meanwhile, or Redis lost the key and the rebuild starts over.
+# KEYS: due set, specs, rebuild key, marker. ARGV: position read, position after the page ('' when the
+# rebuild is complete: the marker is set instead), built-at time, then as JSON arrays the job ids, their
+# scores (strings: exact), the 1-based number of each one's spec among the distinct specs, and the ids
+# of jobs to take out; then the distinct encoded specs. Few arguments and one variadic command per kind
+# of write: per-argument and per-call costs are what a page of thousands of jobs pays.
+# A job already in the set keeps its score (a claim made since Postgres was read) and a spec already
+# there is kept (the API wrote it after this page was read); only a job added here gets this spec.
+REBUILD_PAGE = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
+local ids, scores, spec_of = cjson.decode(ARGV[4]), cjson.decode(ARGV[5]), cjson.decode(ARGV[6])
+local function chunked(command, key, args)
+  for i = 1, #args, 4000 do redis.call(command, key, unpack(args, i, math.min(i + 3999, #args))) end
+end
+local members, new_scores, new_specs = {}, {}, {}
+for i = 1, #ids do members[i] = 'j:' .. ids[i] end
+for first = 1, #members, 4000 do
+  local indexed = redis.call('ZMSCORE', KEYS[1], unpack(members, first, math.min(first + 3999, #members)))
+  for k = 1, #indexed do
+    local i = first + k - 1
+    if indexed[k] then
+      redis.call('HSETNX', KEYS[2], ids[i], ARGV[7 + spec_of[i]])
+    else
+      new_scores[#new_scores + 1] = scores[i]
+      new_scores[#new_scores + 1] = members[i]
+      new_specs[#new_specs + 1] = ids[i]
+      new_specs[#new_specs + 1] = ARGV[7 + spec_of[i]]
+    end
+  end
+end
+chunked('ZADD', KEYS[1], new_scores)
+chunked('HSET', KEYS[2], new_specs)
+for _, id in ipairs(cjson.decode(ARGV[7])) do
+  redis.call('ZREM', KEYS[1], 'j:' .. id)
+  redis.call('HDEL', KEYS[2], id)
+end
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[4], ARGV[3])
+  redis.call('DEL', KEYS[3])
+else
+  redis.call('SET', KEYS[3], ARGV[2])
+end
+return #new_specs / 2
+"""
+
+# Index jobs, each with its score unless already in the set, and its spec only if the one indexed is
+# still the one the caller compared with ('' for none): never over a spec the API wrote meanwhile.
+# ARGV: (job id, score, encoded spec, spec seen) per job. Returns how many specs were written.
+PUT_IF_UNCHANGED = """
+local written = 0
+for i = 1, #ARGV, 4 do
+  redis.call('ZADD', KEYS[1], 'NX', ARGV[i + 1], 'j:' .. ARGV[i])
+  if (redis.call('HGET', KEYS[2], ARGV[i]) or '') == ARGV[i + 3] then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
+    written = written + 1
+  end
+end
+return written
+"""
+
+# Take jobs out (member and spec); returns the ids whose member was in the set.
+TAKE_OUT = """
+local removed = {}
+for i = 1, #ARGV do
+  if redis.call('ZREM', KEYS[1], 'j:' .. ARGV[i]) == 1 then removed[#removed + 1] = ARGV[i] end
+  redis.call('HDEL', KEYS[2], ARGV[i])
+end
+return removed
+"""
+
+RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# Note that a poller is ticking (KEYS[2], read by GET /health) and read the stored shard count (KEYS[3]); then
+# take the tick lock (KEYS[1]) unless this second was already ticked (KEYS[4], when given): two tick loops
+# side by side, or a duplicate execution, wake for the same second, and only the first of them works. The
+# second is marked only by the poller that took the lock, so a tick kept out by another one still running
+# leaves the second to a later arrival. Returns {1 if locked else 0, the shard count or false}.
+ACQUIRE_TICK = """
+redis.call('SET', KEYS[2], ARGV[3])
+local layout = redis.call('GET', KEYS[3])
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then return {0, layout} end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, layout} end
+if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[4]) end
+return {1, layout}
+"""

@@ -1,0 +1,86 @@
+"""Delivering notification attempts: a job's `notify.url` through the same steps as a run (the SSRF check,
+the request built and signed alike), an operator event to the deployment's SNS topic.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from aws_lambda_powertools import Logger
+
+from tickwork.http.delivery import Outcome
+from tickwork.interfaces import RunSteps
+from tickwork.models import Dispatch
+from tickwork.notifications import events
+from tickwork.notifications.events import OPERATOR
+from tickwork.rules import retry
+from tickwork.store import notifications as store
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services
+
+logger = Logger(child=True)
+
+# A notification's status after a delivery decision (the sweeper's too).
+STATUS_AFTER = {"succeeded": "delivered", "retrying": "pending", "failed": "failed"}
+
+
+def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
+            dispatches: Sequence[Dispatch]) -> list[str]:
+    """Send each notification attempt dispatched; returns each one's status, or 'duplicate'. `clock` and
+    `uniform` are the executor's (its retries are timed and jittered alike)."""
+    return [_deliver_one(steps, svc, clock, uniform, dispatch) for dispatch in dispatches]
+
+
+def _deliver_one(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
+                 dispatch: Dispatch) -> str:
+    with svc.db.connection() as conn:
+        started = store.start(conn, dispatch.execution_id, dispatch.attempt)
+    if started is None:
+        return "duplicate"
+    outcome = publish(svc, started) if started.channel == OPERATOR else _send(steps, started)
+    now = datetime.fromtimestamp(clock(), tz=timezone.utc)
+    decision = retry.decide(events.DELIVERY_RETRY, started.attempt, outcome.succeeded, outcome.retryable, now,
+                            outcome.retry_after_seconds, uniform)
+    status = STATUS_AFTER[decision.status]
+    with svc.db.connection() as conn:
+        ours = store.finish(conn, started.id, started.attempt, status, decision.next_attempt_at, outcome.status_code,
+                            outcome.error)
+    if ours and decision.next_attempt_at is not None:
+        svc.index.schedule_notification(started.id, started.attempt + 1, to_ms(decision.next_attempt_at))
+    logger.info("notification attempt finished", extra={
+        "notification_id": started.id, "job_id": started.job_id, "attempt": started.attempt, "status": status,
+        "channel": started.channel, "status_code": outcome.status_code, "error": outcome.error})
+    return status if ours else "superseded"
+
+
+def _send(steps: RunSteps, started: store.Delivery) -> Outcome:
+    """Through the executor's own steps: the SSRF check, the same request building (and signing) as runs."""
+    run = events.as_run(started.id, started.tenant_id, started.job_id, started.url or "", started.payload,
+                        started.attempt, started.created_at, started.attempt_started_at)
+    prepared = steps.prepare(run)
+    steps.fire(prepared)
+    return prepared.complete()
+
+
+def publish(svc: Any, started: store.Delivery) -> Outcome:
+    """An operator event to the deployment's SNS topic."""
+    topic = svc.settings.operator_topic_arn
+    if svc.sns is None or not topic:
+        return Outcome(None, None, "refused: no operator topic is configured", 0)
+    begun = time.monotonic()
+    try:
+        svc.sns.publish(
+            TopicArn=topic, Subject=f"Tickwork: a run of job {started.job_id} failed",
+            Message=events.body(started.payload),
+            MessageAttributes={"type": {"DataType": "String", "StringValue": str(started.payload.get("type"))}},
+        )
+    except Exception as exc:  # botocore's errors: kept by kind only, like every delivery error
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
+        return Outcome(None, None, f"publish failed: {code}", _ms_since(begun))
+    return Outcome(None, None, None, _ms_since(begun), accepted=True)
+
+
+def _ms_since(begun: float) -> int:
+    return int((time.monotonic() - begun) * 1000)
+

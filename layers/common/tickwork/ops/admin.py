@@ -1,0 +1,101 @@
+"""Operator actions by direct Lambda invoke of the API function: `lambda:InvokeFunction` on it is the
+permission, so no HTTP route leads here (an API Gateway event always carries a requestContext).
+
+{"admin": "create-tenant", "name": "acme"} creates a tenant and its first API key, and returns the key:
+the only time it is seen in clear (only its digest is stored).
+
+{"admin": "set-quotas", "tenant": "<id or name>", "max_jobs": 5000, "max_runs_per_minute": null} overrides
+the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back to the deployment's default, a
+quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
+keep running; the next create, update or resume that would exceed it is refused.
+{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
+secret and sensitive job header with it (tickwork.secrets.vault.reencrypt_all); older keys stay to open anything
+written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping
+
+from aws_lambda_powertools import Logger
+
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.settings import Settings
+from tickwork.store import quotas as quotas_store
+from tickwork.store import tenants
+from tickwork.tenant import quotas
+
+logger = Logger(child=True)
+
+MAX_TENANT_NAME = 200
+# Far above any deployment's needs, low enough that sums of runs a minute stay ordinary integers.
+MAX_QUOTA = 10_000_000
+
+
+def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:
+    from psycopg.errors import UniqueViolation
+
+    try:
+        with pool.connection() as conn, conn.transaction():
+            if tenants.find_tenant(conn, name) is not None:
+                raise _name_taken()
+            tenant_id = tenants.create_tenant(conn, name)
+            token = tenants.create_api_key(conn, tenant_id, name="bootstrap")
+    except UniqueViolation as exc:
+        # A concurrent call created the name between our check and our insert: the index decided.
+        if exc.diag.constraint_name != "tenants_name_unique":
+            raise
+        raise _name_taken() from None
+    logger.info("tenant created", extra={"tenant_id": tenant_id})
+    return {"tenant_id": tenant_id, "name": name, "api_key": token,
+            "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
+
+
+def _name_taken() -> ConflictError:
+    return ConflictError("a tenant of that name (compared without case) exists already; its keys cannot be "
+                         "shown again", field="name")
+
+
+def tenant_name(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidInputError("name", "the tenant's name is required (a non-empty string)")
+    if len(raw.strip()) > MAX_TENANT_NAME:
+        raise InvalidInputError("name", f"at most {MAX_TENANT_NAME} characters")
+    return raw.strip()
+
+
+def set_quotas(pool: Any, settings: Settings, event: Mapping[str, Any]) -> dict[str, Any]:
+    changes = {name: _quota(name, event[name]) for name in quotas.QUOTA_FIELDS if name in event}
+    unknown = sorted(set(event) - {"admin", "tenant", *quotas.QUOTA_FIELDS})
+    if unknown:
+        raise InvalidInputError(unknown[0], "unknown field; quotas are " + ", ".join(quotas.QUOTA_FIELDS))
+    with pool.connection() as conn, conn.transaction():
+        tenant_id = _tenant_id(conn, event.get("tenant"))
+        quotas_store.set_overrides(conn, tenant_id, changes)
+        overrides = quotas_store.get_overrides(conn, tenant_id)
+    logger.info("tenant quotas set", extra={"tenant_id": tenant_id, **changes})
+    in_force = quotas.effective(settings, overrides)
+    return {"tenant_id": tenant_id, "quotas": in_force.as_dict(), "overrides": overrides}
+
+
+def _quota(name: str, raw: Any) -> int | None:
+    lowest = 1 if name == "min_interval_seconds" else 0
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lowest <= raw <= MAX_QUOTA:
+        raise InvalidInputError(name, f"must be an integer from {lowest} to {MAX_QUOTA}, or null for the default")
+    return raw
+
+
+def _tenant_id(conn: Any, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidInputError("tenant", "the tenant's id or name is required")
+    try:
+        tenant_id: str | None = str(uuid.UUID(raw.strip()))
+        if conn.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone() is None:
+            tenant_id = None
+    except ValueError:
+        tenant_id = tenants.find_tenant(conn, raw.strip())
+    if tenant_id is None:
+        raise NotFoundError("no tenant of that id or name", field="tenant")
+    return tenant_id

@@ -1,0 +1,128 @@
+"""Writing a watched run's end: its final state, its job's failure counters and the events it raises, in
+one transaction, and queueing what that produced (tickwork.notifications.events has the rules).
+
+Only runs that can raise an event come here (`may_notify`): a job without `notify` or
+`pause_after_failures` costs nothing more on success, and on failure only when an operator topic is set.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Sequence
+
+from aws_lambda_powertools import Logger
+
+from tickwork.dueindex.index import DueIndex
+from tickwork.http.delivery import Outcome
+from tickwork.models import StartedExecution
+from tickwork.notifications import events
+from tickwork.notifications.events import RunEnd, Verdict
+from tickwork.store import executions as executions_store
+from tickwork.store import notifications as store
+from tickwork.timeutil import to_ms
+
+logger = Logger(child=True)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A run's final attempt to write: what finish_attempt takes, the run, and what its target answered."""
+
+    finished: executions_store.Finished
+    run: StartedExecution
+    outcome: Outcome
+
+
+@dataclass
+class Noted:
+    """What writing run ends produced: the runs still ours, waiting runs released, events to dispatch,
+    jobs paused (to take out of the due index)."""
+
+    kept: set[str] = field(default_factory=set)
+    released: list[str] = field(default_factory=list)
+    notifications: list[str] = field(default_factory=list)
+    paused: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.notifications or self.paused)
+
+
+def may_notify(run: StartedExecution, status: str, operator: bool) -> bool:
+    """Whether a run's final `status` can raise an event: its job is watched, or it failed and the
+    deployment publishes failures to an operator topic."""
+    return run.watched or (operator and status != "succeeded")
+
+
+def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: bool) -> Noted:
+    """Write the runs' final states, their jobs' counters and their events in one transaction."""
+    noted = Noted()
+    with conn.transaction():
+        # Jobs first, then runs: the order the API's delete takes them in, so neither waits on the other in a cycle.
+        watched = [ending.run.job_id for ending in endings if ending.run.watched]
+        states = store.lock_states(conn, watched) if watched else {}
+        ends: list[tuple[StartedExecution, RunEnd]] = []
+        for ending in endings:
+            # may_release: the nested transaction it takes is a savepoint, which a refused row needs.
+            ours, freed = executions_store.finish_attempt(conn, *ending.finished, may_release=True)
+            if freed:
+                noted.released.append(freed)
+            if ours:
+                noted.kept.add(ending.run.id)
+                _, record, status, _ = ending.finished
+                end = events.run_end(ending.run, status == "succeeded", record.error, ending.outcome.status_code)
+                ends.append((ending.run, end))
+        verdicts, raised = _judged(states, ends, now, operator)
+        store.save_states(conn, list(verdicts.values()), now)
+        noted.notifications = store.insert_events(conn, raised, now)
+    noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
+    for job_id in noted.paused:
+        logger.warning("job paused after consecutive failed runs", extra={
+            "job_id": job_id, "paused_reason": verdicts[job_id].paused_reason})
+    return noted
+
+
+def _judged(
+    states: dict[str, events.WatchState], ends: list[tuple[StartedExecution, RunEnd]], now: datetime,
+    operator: bool,
+) -> tuple[dict[str, Verdict], list[events.Event]]:
+    verdicts: dict[str, Verdict] = {}
+    raised: list[events.Event] = []
+    for run, end in ends:
+        state = states.get(end.job_id)
+        if run.watched and state is not None:
+            verdict = events.judge(state, end, now)
+            states[end.job_id] = verdict.state
+            earlier = verdicts.get(end.job_id)
+            reason = verdict.paused_reason or (earlier.paused_reason if earlier else None)
+            verdicts[end.job_id] = Verdict(verdict.state, reason, [])
+            raised += verdict.events
+        if operator and not end.succeeded:
+            raised.append(events.operator_event(end, now))
+    return verdicts, raised
+
+
+def end_lost(
+    conn: Any, index: DueIndex, execution_id: str, record: executions_store.AttemptRecord, now: datetime,
+    operator: bool,
+) -> tuple[bool, str | None]:
+    """The sweeper ends a run `lost`: finish_attempt's answer, with the run's events written alongside
+    and queued when its job is watched (or failures go to the operator topic)."""
+    run = store.run_of(conn, execution_id)
+    if run is None or not may_notify(run, "lost", operator):
+        return executions_store.finish_attempt(conn, execution_id, record, "lost", None)
+    outcome = Outcome(None, None, record.error, record.duration_ms)
+    noted = record_ends(conn, [Ending((execution_id, record, "lost", None), run, outcome)], now, operator)
+    pipe = index.pipeline()
+    queue(index, noted, to_ms(now), pipe)
+    pipe.execute()
+    return bool(noted.kept), noted.released[0] if noted.released else None
+
+
+def queue(index: DueIndex, noted: Noted, now_ms: int, pipeline: Any) -> None:
+    """Dispatch the events raised and take paused jobs out of the index (in `pipeline`). Lost with Redis,
+    events are put back by the sweeper from their rows (tickwork.notifications.sweep)."""
+    # A millisecond apart, in the order they were raised: dispatched in that order when one poller takes them.
+    for offset, notification_id in enumerate(noted.notifications):
+        index.schedule_notification(notification_id, 1, now_ms + offset, pipeline=pipeline)
+    for job_id in noted.paused:
+        index.remove_job(job_id, pipeline)

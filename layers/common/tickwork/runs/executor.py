@@ -1,0 +1,355 @@
+"""Runs dispatched attempts: win the execution, get ready, send at its instant, record, schedule a retry.
+
+Everything that can happen before a run's instant does: the run is started in Postgres (one statement
+for the whole invocation), its target is checked and a keep-alive connection made ready. At the
+instant only the request is written. How a group's runs are readied, sent and awaited is the
+environment's Sender (`svc.sender`, tickwork.interfaces); the executor is the per-run core around it:
+start, judge, decide, record, on its injected clock. Results are written as they arrive, many per
+statement, never held back for the slowest.
+"""
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from aws_lambda_powertools import Logger
+
+from tickwork import metrics
+from tickwork.dueindex.index import DueIndex
+from tickwork.errors import InvalidInputError, SealError, UnknownSecretError, UnsafeTargetError
+from tickwork.http import delivery
+from tickwork.http.redaction import redact, spellings
+from tickwork.http.targets import resolve_public_addresses, validate_target_url
+from tickwork.interfaces import Group, Result
+from tickwork.models import Dispatch, StartedExecution
+from tickwork.notifications.deliver import deliver
+from tickwork.rules import retry, success
+from tickwork.runs import bounds, ends
+from tickwork.secrets.outgoing import TenantSecrets
+from tickwork.settings import Settings
+from tickwork.store import executions as store
+from tickwork.timeutil import rfc3339, to_ms
+from tickwork.wiring import Services
+
+logger = Logger(child=True)
+
+# The poller hands a heavy instant's runs over up to TICKWORK_MAX_LOOKAHEAD_MS (10 s) early, and a run is
+# never sent before its instant: the executor waits that long. Further out is a clock problem: it waits at
+# most this long (with the 120 s request cap, well inside the 180 s function timeout), says so, and sends.
+MAX_EARLY_WAIT_SECONDS = 20.0
+# How long the recorder gathers a group's results after the first before writing them: one statement (one
+# commit) for answers that arrive together instead of one for every few, at most this much later.
+RECORD_LINGER_SECONDS = 0.02
+
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A sent run judged: the Result (its run, when it was sent, its outcome as the job's success rules
+    see it) and what comes next (tickwork.rules.retry)."""
+
+    run: StartedExecution
+    sent_at: datetime
+    outcome: delivery.Outcome
+    decision: retry.Decision
+
+    @property
+    def final(self) -> bool:
+        return self.decision.status in store.FINAL_STATUSES
+
+    def finished(self) -> store.Finished:
+        """What finish_attempt takes: the run, its attempt's record, its new status, its next attempt's time."""
+        error = self.outcome.error if self.decision.reason is None else f"{self.outcome.error}; {self.decision.reason}"
+        record = store.AttemptRecord(self.run.attempt, self.sent_at, self.outcome.duration_ms, self.outcome.status_code,
+                                     self.outcome.body, error)
+        return self.run.id, record, self.decision.status, self.decision.next_attempt_at
+
+
+# What an execution environment keeps warm across its invocations. An environment runs one invocation
+# at a time: in Lambda that is the process, in the local runtime one invoker thread.
+_environment = threading.local()
+
+
+def http_client(settings: Settings | None = None) -> delivery.Connections:
+    """This environment's keep-alive connections (one set per way `settings` ask connections to be made)."""
+    options = (True, "") if settings is None else (settings.connect_ahead, settings.target_ca_bundle)
+    kept: dict[tuple[bool, str], delivery.Connections] | None = getattr(_environment, "connections", None)
+    if kept is None:
+        kept = _environment.connections = {}
+    if options not in kept:
+        kept[options] = delivery.Connections(connect_ahead=options[0], ca_bundle=options[1])
+    return kept[options]
+
+
+@dataclass
+class Executor:
+    """The per-run core of one invocation, and the RunSteps (tickwork.interfaces) its Sender calls."""
+
+    svc: Services
+    http: delivery.Connections
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+    uniform: retry.Random = random.random  # the retry jitter's random source
+    secrets: TenantSecrets = field(init=False)  # each tenant's, read once per invocation
+
+    def __post_init__(self) -> None:
+        self.secrets = TenantSecrets(self.svc, self.clock)
+
+    @property
+    def index(self) -> DueIndex:
+        return self.svc.index
+
+    def run(self, dispatches: Sequence[Dispatch]) -> list[str]:
+        """Run every dispatch of one invocation; returns each one's outcome (its status, or why it did
+        not start: 'duplicate', 'skipped', 'waiting')."""
+        if not dispatches:
+            return []
+        # Runs of jobs that allow overlap, and retries, start now; the rest are judged at their instant.
+        with self.svc.db.connection() as conn:
+            started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
+        if len(dispatches) == 1:  # nothing to overlap: no Sender, no threads
+            return [self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))]
+        return _Group(self, dispatches, started).run()
+
+    def _run_alone(self, dispatch: Dispatch, run: StartedExecution | None) -> str:
+        if run is None:
+            result = self.run_guarded(dispatch)
+        else:
+            prepared = self.prepare(run)
+            self.connect(prepared, dispatch.fire_at_ms)
+            self.wait_until(dispatch.fire_at_ms)
+            result = Result(run, self.fire(prepared), prepared.complete())
+        return result if isinstance(result, str) else self.record([result])[result.run.id]
+
+    def run_guarded(self, dispatch: Dispatch) -> Result | str:
+        """A run not started ahead: at its instant, judge it (start_guarded), then get ready and send;
+        returns its result to record, or why it did not start."""
+        self.wait_until(dispatch.fire_at_ms)
+        judged = self.start_guarded(dispatch)
+        if isinstance(judged, str):
+            return judged
+        prepared = self.prepare(judged)
+        return Result(judged, self.fire(prepared), prepared.complete())
+
+    def start_guarded(self, dispatch: Dispatch) -> StartedExecution | str:
+        """Start a first attempt of a job that forbids overlap, judged as things are at its instant."""
+        with self.svc.db.connection() as conn:
+            started = store.start_guarded(conn, dispatch.execution_id, dispatch.attempt)
+        if isinstance(started, str):
+            logger.info("run not started", extra={"execution_id": dispatch.execution_id,
+                                                  "attempt": dispatch.attempt, "reason": started})
+            metrics.record_not_started(started)
+        return started
+
+    def prepare(self, run: StartedExecution) -> delivery.Prepared:
+        """Open its secrets, check the target and ready a connection to it, signed; a refused target or an
+        unknown secret is a recorded failure."""
+        try:
+            request, values = self.secrets.request_to_send(run)
+            signing = self.secrets.signing(run)
+            if request["url"] != run.request["url"]:
+                validate_target_url(request["url"], self.svc.settings.allow_private_targets)
+        except UnknownSecretError as exc:
+            return delivery.failed_before_sending(exc.message)
+        except SealError:
+            return delivery.failed_before_sending("refused: a stored secret does not decrypt")
+        except InvalidInputError as exc:  # its messages never quote the URL
+            return delivery.failed_before_sending(f"refused: {exc.message}")
+        timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
+        pinned = None
+        if not self.svc.settings.allow_private_targets:
+            host, port = delivery.host_and_port(request["url"])
+            try:
+                # Connect to the address just checked, so a second DNS answer cannot point inside the network.
+                pinned = resolve_public_addresses(host, port, allow_private=False)[0]
+            except UnsafeTargetError as exc:
+                return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(values)))
+            except OSError:
+                return delivery.failed_before_sending("connection failed: could not resolve host")
+        return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
+                                started_at=run.attempt_started_at, signing=signing, secrets=values)
+
+    def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
+        """Open the connection of a run made ready without one (its target closes connections that wait,
+        tickwork.http.connections) no earlier than its lead before the instant: waits until then."""
+        if prepared.lead is None or prepared.conn is not None or not prepared.lead:
+            return  # connected already, or connecting at the instant (fire)
+        self.wait_until(fire_at_ms - int(prepared.lead * 1000))
+        prepared.connect(within=max(0.0, fire_at_ms / 1000 - self.clock()))
+
+    def fire(self, prepared: delivery.Prepared) -> datetime:
+        """Send now; returns the moment it was sent (the attempt's start)."""
+        sent_at = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        prepared.fire()
+        return sent_at
+
+    def wait_until(self, fire_at_ms: int) -> None:
+        early = fire_at_ms / 1000 - self.clock()
+        if early > MAX_EARLY_WAIT_SECONDS:
+            logger.warning("run dispatched further ahead of its instant than any lookahead: clock problem",
+                           extra={"fire_at": rfc3339(datetime.fromtimestamp(fire_at_ms / 1000, tz=timezone.utc)),
+                                  "early_seconds": round(early, 3)})
+        if early > 0:
+            self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
+
+    def record(self, results: Sequence[Result]) -> dict[str, str]:
+        """Store attempts and their runs' new status (one statement for all that cannot release a waiting
+        run), queue retries; returns each run's status, or 'superseded' if it was no longer ours."""
+        now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+        decided = [self._decide(result, now) for result in results]
+        decided = bounds.bounded(self.svc.db.connection, decided,
+                                 lambda d: (d.run.retry, d.decision, d.run.job_id, d.run.scheduled_for),
+                                 lambda d, slot: replace(d, decision=retry.before_next_slot(
+                                     retry.RetryPolicy.from_dict(d.run.retry), d.decision, slot)))
+        operator = bool(self.svc.settings.operator_topic_arn)
+        ending = [d for d in decided if d.final and ends.may_notify(d.run, d.decision.status, operator)]
+        releasing = [d for d in decided if d.final and d not in ending and d.run.overlap != "allow"]
+        plain = [d for d in decided if d not in ending and d not in releasing]
+        released: list[str] = []
+        noted = ends.Noted()
+        with self.svc.db.connection() as conn:
+            kept = store.finish_attempts(conn, [d.finished() for d in plain])
+            for d in releasing:
+                ours, freed = store.finish_attempt(conn, *d.finished())
+                if ours:
+                    kept.add(d.run.id)
+                if freed:
+                    released.append(freed)
+            if ending:
+                noted = ends.record_ends(conn, [ends.Ending(d.finished(), d.run, d.outcome) for d in ending], now,
+                                         operator)
+                kept |= noted.kept
+                released += noted.released
+        self._queue_followers(decided, kept, released, noted)
+        statuses = {}
+        for d in decided:
+            statuses[d.run.id] = d.decision.status if d.run.id in kept else "superseded"
+            _log(d)
+        metrics.record_attempts([(d.decision.status, _lag_ms(d.run, d.sent_at) if d.run.attempt == 1 else None,
+                                  d.outcome.duration_ms) for d in decided])
+        return statuses
+
+    def _decide(self, result: Result, now: datetime) -> Decided:
+        """The outcome as the job's success rules judge it, and what comes next."""
+        run, outcome = result.run, success.judge(result.run.success, result.outcome)
+        policy = retry.RetryPolicy.from_dict(run.retry)
+        decision = retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now,
+                                outcome.retry_after_seconds, self.uniform)
+        return Decided(run, result.sent_at, outcome, decision)
+
+    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted) -> None:
+        retries = [(d.run, d.decision.next_attempt_at) for d in decided
+                   if d.run.id in kept and d.decision.next_attempt_at]
+        if not retries and not released and not noted:
+            return
+        pipe = self.index.pipeline()
+        for run, at in retries:
+            self.index.schedule_execution(run.id, run.attempt + 1, to_ms(at), pipeline=pipe)
+        for execution_id in released:
+            self.index.schedule_execution(execution_id, 1, int(self.clock() * 1000), pipeline=pipe)
+        ends.queue(self.index, noted, int(self.clock() * 1000), pipe)
+        pipe.execute()
+
+
+def _lag_ms(run: StartedExecution, sent_at: datetime) -> int:
+    return to_ms(sent_at) - to_ms(run.scheduled_for)
+
+
+def _log(d: Decided) -> None:
+    logger.info("attempt finished", extra={
+        "execution_id": d.run.id, "job_id": d.run.job_id, "attempt": d.run.attempt, "status": d.decision.status,
+        "status_code": d.outcome.status_code, "duration_ms": d.outcome.duration_ms, "error": d.outcome.error,
+        "lag_ms": _lag_ms(d.run, d.sent_at),
+    })
+
+
+class _Group:
+    """The runs of one invocation, sent by the environment's Sender, their results written by one
+    recorder thread as they arrive."""
+
+    def __init__(self, executor: Executor, dispatches: Sequence[Dispatch], started: dict[str, StartedExecution]):
+        self.executor = executor
+        self.dispatches = dispatches
+        # An event naming a run twice runs it once (the started set is keyed by run).
+        firsts = {d.execution_id: i for i, d in reversed(list(enumerate(dispatches)))}
+        self.repeated = set(range(len(dispatches))) - set(firsts.values())  # positions answered 'duplicate'
+        unique = [dispatches[i] for i in sorted(firsts.values())]
+        ahead = sorted(((d, started[d.execution_id]) for d in unique if d.execution_id in started),
+                       key=lambda pair: pair[0].fire_at_ms)
+        self.group = Group(ahead, [d for d in unique if d.execution_id not in started])
+        self.outcomes: dict[str, str] = {}
+        self.results: queue.SimpleQueue[Result | None] = queue.SimpleQueue()
+        self.failure: Exception | None = None  # the first result write that failed, raised once all are done
+
+    def run(self) -> list[str]:
+        recorder = threading.Thread(target=self._record_results, name="recorder", daemon=True)
+        recorder.start()
+        try:
+            self.executor.svc.sender.send(self.executor, self.group, self)
+        finally:
+            self.results.put(None)
+            recorder.join()
+        if self.failure is not None:
+            raise self.failure
+        return ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
+                for i, d in enumerate(self.dispatches)]
+
+    def put(self, result: Result) -> None:
+        self.results.put(result)
+
+    def not_started(self, dispatch: Dispatch, reason: str) -> None:
+        self.outcomes[dispatch.execution_id] = reason
+
+    def _record_results(self) -> None:
+        """Write the results that arrive within RECORD_LINGER_SECONDS of the first in one go, then the
+        next lot: none waits for the slowest, and a group's answers, which come together, share a write."""
+        done = False
+        while not done:
+            batch: list[Result] = []
+            item = self.results.get()
+            linger_until = time.monotonic() + RECORD_LINGER_SECONDS
+            while item is not None:
+                batch.append(item)
+                try:
+                    item = self.results.get(timeout=max(linger_until - time.monotonic(), 0.0))
+                except queue.Empty:
+                    break
+            done = item is None
+            if batch:
+                self._write(batch)
+
+    def _write(self, batch: list[Result]) -> None:
+        try:
+            self.outcomes.update(self.executor.record(batch))
+        except Exception as exc:  # the runs stay `running`: the sweeper retries or ends them, as after a crash
+            logger.exception("could not record attempts", extra={"execution_ids": [r.run.id for r in batch]})
+            self.failure = self.failure or exc
+
+
+def run_headers(run: StartedExecution) -> dict[str, str]:
+    """Headers that identify the run: the run id is stable across retries so targets can dedupe."""
+    return {
+        "Tickwork-Run-Id": run.id,
+        "Tickwork-Job-Id": run.job_id,
+        "Tickwork-Attempt": str(run.attempt),
+        "Tickwork-Scheduled-For": rfc3339(run.scheduled_for) or "",
+    }
+
+
+def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
+    """Runs first, then notifications (a notification target never delays a run); outcomes in event order."""
+    try:
+        executor = Executor(svc, http_client(svc.settings))
+        runs = [d for d in dispatches if d.kind == "run"]
+        notes = [d for d in dispatches if d.kind == "notification"]
+        outcomes = iter(executor.run(runs))
+        delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
+        return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
+                             if d.kind in ("run", "notification")]}
+    finally:
+        metrics.flush()

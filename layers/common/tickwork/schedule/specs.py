@@ -1,0 +1,99 @@
+"""Glue between jobs, their schedules and the due index. Pure where it can be: `now` is always passed in."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Union
+
+from tickwork.dueindex.entries import encode_spec
+from tickwork.dueindex.index import DueIndex
+from tickwork.models import JobRow
+from tickwork.rules import policy
+from tickwork.schedule.engine import Schedule, from_spec, parse_schedule
+from tickwork.timeutil import to_ms
+
+if TYPE_CHECKING:
+    from tickwork.store.maintenance import IndexRow
+
+# A job as stored, whole or only the columns the due index needs: both have the fields used here.
+StoredJob = Union[JobRow, "IndexRow"]
+# Encoded specs one IndexSpecs keeps before starting afresh: rate() jobs may each have their own.
+SPEC_MEMO_SIZE = 10_000
+ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
+
+
+def job_schedule(job: StoredJob) -> Schedule:
+    """The schedule of a stored job; rates count from start_at, else from the job's creation."""
+    return parse_schedule(
+        job.schedule, job.timezone, anchor=job.start_at or job.created_at, start_at=job.start_at, end_at=job.end_at
+    )
+
+
+def index_spec(
+    schedule: Schedule, version: int, catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS,
+    catchup: str = policy.DEFAULT_CATCHUP,
+) -> dict[str, Any]:
+    """What the due index keeps per job: what the poller needs to plan a slot, and the version it is for."""
+    return {"v": version, "s": schedule.spec(), "cw": catchup_window_seconds, "ca": catchup}
+
+
+def schedule_of(spec: dict[str, Any]) -> Schedule:
+    return from_spec(spec["s"])
+
+
+def plan_claim(spec: dict[str, Any], schedule: Schedule, slot_ms: int, now_ms: int) -> policy.SlotPlan:
+    """What claiming `slot_ms` means for the job whose index spec this is (see tickwork.rules.policy)."""
+    window_ms = int(spec.get("cw", policy.DEFAULT_CATCHUP_WINDOW_SECONDS)) * 1000
+    return policy.plan_slot(schedule, slot_ms, now_ms, window_ms, spec.get("ca", policy.DEFAULT_CATCHUP))
+
+
+def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
+    """Where a new, updated or resumed job starts: its first slot strictly in the future."""
+    return schedule.next_after(now)
+
+
+def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]:
+    """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it)."""
+    return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
+
+
+def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
+    """Make the due index match a job already written to Postgres (the source of truth)."""
+    if job.status != "active" or job.next_run_at is None:
+        index.remove_job(job.id, pipeline)
+        return
+    index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
+
+
+class IndexSpecs:
+    """Encoded index specs of stored jobs, each schedule parsed once: a rebuild writes thousands of jobs
+    that share a handful of schedules. Only a rate() depends on its job's own anchor (start_at, else
+    created_at), so rate jobs share a spec only when they share a start_at."""
+
+    def __init__(self) -> None:
+        # By schedule, time zone, window, version and policy: the encoded spec, or ANCHORED for a rate().
+        self._plain: dict[tuple[Any, ...], str] = {}
+        self._anchored: dict[tuple[Any, ...], str] = {}  # the same key plus the anchor, for rate() jobs
+
+    def encoded(self, job: StoredJob) -> str:
+        """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
+        key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
+               job.catchup_window_seconds)
+        found = self._plain.get(key)
+        if found is None:
+            spec = job_spec(job)
+            found = ANCHORED if spec["s"]["anchor_ms"] is not None else encode_spec(spec)
+            _remember(self._plain, key, found)
+        if found != ANCHORED:
+            return found
+        anchored_key = (*key, job.start_at or job.created_at)
+        found = self._anchored.get(anchored_key)
+        if found is None:
+            found = encode_spec(job_spec(job))
+            _remember(self._anchored, anchored_key, found)
+        return found
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= SPEC_MEMO_SIZE:
+        memo.clear()
+    memo[key] = value

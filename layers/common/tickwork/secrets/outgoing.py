@@ -1,0 +1,77 @@
+"""What a request needs from its tenant before it leaves: its secrets opened and interpolated, its signing keys.
+
+One `TenantSecrets` serves one executor invocation: each tenant's signing keys (and, for jobs that use
+them, its secrets) are read from Postgres once for the whole group, and opened with the environment's
+cached data keys; nothing is read per run.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from tickwork.http.signing import Signing
+from tickwork.models import StartedExecution
+from tickwork.secrets import interpolation, vault
+from tickwork.secrets.crypto import Keyring, require_keyring
+from tickwork.store import secrets as store
+from tickwork.store.secrets import PoolKeyStore
+
+
+class TenantSecrets:
+    def __init__(self, svc: Any, clock: Callable[[], float] = time.time) -> None:
+        self.keyring: Keyring = require_keyring(svc.keyring)
+        self.db = svc.db
+        self.keys = PoolKeyStore(svc.db)
+        self.clock = clock
+        self._signing: dict[str, tuple[bytes, ...]] = {}
+        self._sealed: dict[str, dict[str, str]] = {}
+        self._opened: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def request_to_send(self, run: StartedExecution) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The run's request as sent (sealed headers opened, `${secrets.NAME}` replaced) and the secret
+        values it now holds; UnknownSecretError for a name the tenant lacks."""
+        request = run.request
+        headers = request.get("headers") or {}
+        if any(vault.is_sealed(v) for v in headers.values()):
+            request = {**request, "headers": vault.opened_headers(self.keyring, self.keys, run.tenant_id, run.job_id,
+                                                                  headers)}
+        names = {name for _, name in interpolation.references(request)}
+        if not names:
+            return dict(request), ()
+        sealed = self._sealed_secrets(run.tenant_id)
+        values = {name: self._open(run.tenant_id, name, sealed[name]) for name in names if name in sealed}
+        expanded, used = interpolation.expand_request(request, values)
+        return expanded, tuple(values[name] for name in sorted(used))
+
+    def signing(self, run: StartedExecution) -> Signing:
+        """The run's signature: its id, its planned instant (the scheduled second for a first attempt, the
+        retry's due time for a retry, when it started if that was later) and the tenant's keys."""
+        planned = run.scheduled_for if run.attempt == 1 else (run.attempt_started_at or run.scheduled_for)
+        return Signing(run.id, int(planned.timestamp()), self.signing_keys(run.tenant_id))
+
+    def signing_keys(self, tenant_id: str) -> tuple[bytes, ...]:
+        with self._lock:
+            known = self._signing.get(tenant_id)
+            if known is None:
+                now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+                with self.db.connection() as conn:
+                    known = self._signing[tenant_id] = vault.signing_keys(self.keyring, conn, tenant_id, now)
+            return known
+
+    def _sealed_secrets(self, tenant_id: str) -> dict[str, str]:
+        with self._lock:
+            sealed = self._sealed.get(tenant_id)
+            if sealed is None:
+                with self.db.connection() as conn:
+                    sealed = self._sealed[tenant_id] = store.sealed_secrets(conn, tenant_id)
+            return sealed
+
+    def _open(self, tenant_id: str, name: str, sealed: str) -> str:
+        opened = self._opened.get((tenant_id, name))
+        if opened is None:
+            opened = self._opened[(tenant_id, name)] = vault.open_secret(self.keyring, self.keys, tenant_id, name,
+                                                                         sealed)
+        return opened

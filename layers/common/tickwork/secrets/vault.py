@@ -1,0 +1,223 @@
+"""A tenant's secrets and signing secrets, and the sealed header values of its jobs.
+
+Every value is sealed (tickwork.secrets.crypto) before it reaches Postgres and opened only to be sent. What a
+ciphertext may be opened as is its context: `secret/<tenant>/<name>`, `header/<tenant>/<job>/<header>`,
+`signing/<tenant>/<id>`. Sensitive header values (tickwork.http.redaction) are sealed in place in the job's
+request: a sealed one starts with a line break, which no header value from the API can hold (rows
+written before sealing existed keep plain values, which are still sent, and sealed on their next write).
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Mapping
+
+from aws_lambda_powertools import Logger
+from psycopg.types.json import Jsonb
+
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.http import signing
+from tickwork.http.redaction import is_sensitive_header
+from tickwork.models import Page
+from tickwork.secrets import interpolation
+from tickwork.secrets.crypto import Keyring, require_keyring
+from tickwork.store import secrets as store
+from tickwork.store.secrets import PgKeyStore, SecretRow
+
+if TYPE_CHECKING:
+    from tickwork.scope import Scope
+
+logger = Logger(child=True)
+
+MAX_SECRETS = 100
+MAX_VALUE_BYTES = 8 * 1024
+# Receivers get a day to switch to a rotated secret: both sign until then.
+ROTATION_OVERLAP = timedelta(hours=24)
+SEALED_MARK = "\nsealed:"
+
+
+# ---------------------------------------------------------------- secrets
+
+def put_secret(scope: Scope, name: str, value: str) -> tuple[SecretRow, bool]:
+    """Create or replace a secret; returns it and whether it was created. The limit holds under
+    concurrent creates (the tenant's row is locked)."""
+    _check_name(name)
+    if len(value.encode()) > MAX_VALUE_BYTES:
+        raise InvalidInputError("value", f"at most {MAX_VALUE_BYTES} bytes")
+    with scope.db.connection() as conn:
+        sealed = _keyring(scope).seal(PgKeyStore(conn), value, _secret_context(scope.tenant_id, name))
+        with conn.transaction():
+            return _put_sealed(conn, scope, name, sealed)
+
+
+def _put_sealed(conn: Any, scope: Scope, name: str, sealed: str) -> tuple[SecretRow, bool]:
+    store.lock_tenant(conn, scope.tenant_id)
+    adding = not store.secret_exists(conn, scope.tenant_id, name)
+    if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
+        raise ConflictError(f"a tenant has at most {MAX_SECRETS} secrets", field="name")
+    return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now)
+
+
+def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) -> Page[SecretRow]:
+    with scope.db.connection() as conn:
+        rows = store.list_secrets(conn, scope.tenant_id, limit + 1, before)
+    return Page.of(rows, limit, lambda row: (row.created_at, row.id))
+
+
+def delete_secret(scope: Scope, name: str) -> None:
+    with scope.db.connection() as conn:
+        if not (interpolation.NAME.match(name) and store.delete_secret(conn, scope.tenant_id, name)):
+            raise NotFoundError("secret not found")
+
+
+def check_references(conn: Any, tenant_id: str, request: Mapping[str, Any]) -> None:
+    """A job may only reference secrets that exist: 400 naming the first field that does not."""
+    refs = list(interpolation.references(request))
+    if not refs:
+        return
+    known = store.secret_names(conn, tenant_id)
+    for field_name, name in refs:
+        if name not in known:
+            raise InvalidInputError(field_name, f"unknown secret {name}")
+
+
+# ---------------------------------------------------------------- signing secrets
+
+def signing_secret(scope: Scope) -> str:
+    """The tenant's current signing secret, created on first use."""
+    with scope.db.connection() as conn:
+        return current_signing(_keyring(scope), conn, scope.tenant_id, scope.now)
+
+
+def rotate_signing_secret(scope: Scope) -> str:
+    """A new current secret; the previous one keeps signing for ROTATION_OVERLAP (one retired earlier stops)."""
+    keyring = _keyring(scope)
+    with scope.db.connection() as conn:
+        keyring.ensure(PgKeyStore(conn))
+        with conn.transaction():
+            secret = _rotate(keyring, conn, scope)
+    logger.info("signing secret rotated", extra={"tenant_id": scope.tenant_id})
+    return secret
+
+
+def _rotate(keyring: Keyring, conn: Any, scope: Scope) -> str:
+    store.lock_tenant(conn, scope.tenant_id)
+    store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
+    secret = signing.new_secret()
+    _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
+    return secret
+
+
+def current_signing(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> str:
+    rows = store.signing_secrets(conn, tenant_id, now)
+    if rows and rows[0].expires_at is None:
+        return keyring.open(PgKeyStore(conn), rows[0].sealed, _signing_context(tenant_id, rows[0].id))
+    secret = signing.new_secret()
+    if _add_signing(keyring, conn, tenant_id, secret, now):
+        return secret
+    return current_signing(keyring, conn, tenant_id, now)  # another first use won
+
+
+def _add_signing(keyring: Keyring, conn: Any, tenant_id: str, secret: str, now: datetime) -> bool:
+    secret_id = str(uuid.uuid4())
+    sealed = keyring.seal(PgKeyStore(conn), secret, _signing_context(tenant_id, secret_id))
+    return store.add_signing_secret(conn, tenant_id, secret_id, sealed, now)
+
+
+# ---------------------------------------------------------------- job headers
+
+def seal_request(
+    keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The request as stored: every sensitive header value sealed (those already sealed are kept)."""
+    headers = request.get("headers") or {}
+    if not any(is_sensitive_header(name) and not is_sealed(v) for name, v in headers.items()):
+        return dict(request)
+    keyring, keys = require_keyring(keyring), PgKeyStore(conn)
+    sealed = {name: _seal_header(keyring, keys, tenant_id, job_id, name, value)
+              if is_sensitive_header(name) and not is_sealed(value) else value for name, value in headers.items()}
+    return {**request, "headers": sealed}
+
+
+def _seal_header(keyring: Keyring, keys: PgKeyStore, tenant_id: str, job_id: str, name: str, value: str) -> str:
+    return SEALED_MARK + keyring.seal(keys, value, _header_context(tenant_id, job_id, name))
+
+
+def is_sealed(value: str) -> bool:
+    return value.startswith(SEALED_MARK)
+
+
+def opened_headers(
+    keyring: Keyring, keys: Any, tenant_id: str, job_id: str, headers: Mapping[str, str],
+) -> dict[str, str]:
+    """Header values as they are sent."""
+    return {
+        name: keyring.open(keys, value[len(SEALED_MARK):], _header_context(tenant_id, job_id, name))
+        if is_sealed(value) else value
+        for name, value in headers.items()
+    }
+
+
+# ---------------------------------------------------------------- what the executor opens
+
+def signing_keys(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> tuple[bytes, ...]:
+    """The HMAC keys that sign the tenant's requests now (two for a day after a rotation), current first;
+    the first request of a tenant without a secret creates it."""
+    rows = store.signing_secrets(conn, tenant_id, now)
+    if not rows:
+        current_signing(keyring, conn, tenant_id, now)
+        rows = store.signing_secrets(conn, tenant_id, now)
+    keys = PgKeyStore(conn)
+    opened = (keyring.open(keys, row.sealed, _signing_context(tenant_id, row.id)) for row in rows)
+    return tuple(signing.secret_key(secret) for secret in opened)
+
+
+def open_secret(keyring: Keyring, keys: Any, tenant_id: str, name: str, sealed: str) -> str:
+    return keyring.open(keys, sealed, _secret_context(tenant_id, name))
+
+
+# ---------------------------------------------------------------- rotation
+
+def reencrypt_all(keyring: Keyring, pool: Any) -> dict[str, int]:
+    """Make a new data key current and re-seal every secret, signing secret and sensitive header with it."""
+    with pool.connection() as conn:
+        version = keyring.rotate(PgKeyStore(conn))
+        counts = {"key_version": version, "secrets": 0, "signing_secrets": 0, "jobs": 0}
+        with conn.transaction():
+            keys = PgKeyStore(conn)
+            for table, key, tenant_id, sealed in store.all_sealed(conn):
+                context = _secret_context(tenant_id, key) if table == "secrets" else _signing_context(tenant_id, key)
+                resealed = keyring.seal(keys, keyring.open(keys, sealed, context), context)
+                store.reseal(conn, table, tenant_id, key, resealed)
+                counts[table] += 1
+            for job_id, tenant_id, request in store.job_requests(conn):
+                headers = opened_headers(keyring, keys, tenant_id, job_id, request.get("headers") or {})
+                resealed = seal_request(keyring, conn, tenant_id, job_id, {**request, "headers": headers})
+                if resealed != request:
+                    store.set_job_request(conn, job_id, Jsonb(resealed))
+                    counts["jobs"] += 1
+    logger.info("data key rotated and values re-encrypted", extra=counts)
+    return counts
+
+
+# ---------------------------------------------------------------- helpers
+
+def _check_name(name: str) -> None:
+    if not interpolation.NAME.match(name):
+        raise InvalidInputError("name", "must match ^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def _keyring(scope: Scope) -> Keyring:
+    return require_keyring(scope.keyring)
+
+
+def _secret_context(tenant_id: str, name: str) -> str:
+    return f"secret/{tenant_id}/{name}"
+
+
+def _signing_context(tenant_id: str, secret_id: str) -> str:
+    return f"signing/{tenant_id}/{secret_id}"
+
+
+def _header_context(tenant_id: str, job_id: str, name: str) -> str:
+    return f"header/{tenant_id}/{job_id}/{name.lower()}"

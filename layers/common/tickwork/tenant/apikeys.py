@@ -1,0 +1,39 @@
+"""A tenant's own API keys: create (the token is shown once), list, delete. Deleting a key takes effect on
+the next request (every route looks the key up itself); a tenant cannot delete its last key."""
+from __future__ import annotations
+
+from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError
+from tickwork.scope import Scope
+from tickwork.store import keys as store
+from tickwork.store.keys import KeyRow
+from tickwork.tenant.lookup import parse_id
+
+# Keys are for people and systems (CI, a service, a laptop), not minted per request; the list is one page.
+MAX_KEYS = 100
+
+
+def create_key(scope: Scope, name: str) -> tuple[KeyRow, str]:
+    with scope.db.connection() as conn, conn.transaction():
+        if len(store.lock_live_keys(conn, scope.tenant_id)) >= MAX_KEYS:
+            raise QuotaExceededError("max_api_keys", MAX_KEYS,
+                                     f"a tenant may have at most {MAX_KEYS} API keys; delete one first")
+        return store.create_key(conn, scope.tenant_id, name, scope.now)
+
+
+def list_keys(scope: Scope) -> list[KeyRow]:
+    with scope.db.connection() as conn:
+        return store.list_keys(conn, scope.tenant_id, MAX_KEYS)
+
+
+def delete_key(scope: Scope, key_id: str) -> None:
+    """Revoke a key of the caller's tenant (another tenant's key is not found); never the last one."""
+    key_id = parse_id(key_id, "API key")
+    with scope.db.connection() as conn, conn.transaction():
+        live = store.lock_live_keys(conn, scope.tenant_id)
+        if key_id not in live:
+            raise NotFoundError("API key not found")
+        if len(live) == 1:
+            raise ConflictError("this is the tenant's last API key: create another one before deleting it")
+        store.revoke_key(conn, scope.tenant_id, key_id, scope.now)
+
+

@@ -1,0 +1,309 @@
+"""The job service: every change to a job goes to Postgres first (the source of truth), then to the due index.
+
+Each call acts for one tenant at one instant (`Scope`); the caller reads the clock once per request and
+nothing below does. A job of another tenant, a deleted job and a malformed id all look the same: not found.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Callable, Mapping, TypeVar
+
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError, UnsafeTargetError
+from tickwork.http.redaction import REDACTED, is_sensitive_header
+from tickwork.http.targets import validate_target_url
+from tickwork.models import JobRow, Key, Page
+from tickwork.rules import policy
+from tickwork.schedule import specs as scheduling
+from tickwork.schedule.engine import Schedule, parse_schedule
+from tickwork.scope import Scope
+from tickwork.secrets import vault
+from tickwork.settings import Settings
+from tickwork.store import executions as executions_store
+from tickwork.store import history as history_store
+from tickwork.store import jobs as jobs_store
+from tickwork.store.history import ExecutionRow
+from tickwork.tenant import quotas
+from tickwork.tenant.filters import JobFilter
+from tickwork.tenant.lookup import found, parse_id
+from tickwork.timeutil import to_ms
+
+# Owned by the HTTP client (framing) or by the executor (run identity); a job may not set them.
+_RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
+     "proxy-connection"}
+)
+_RESERVED_PREFIX = "tickwork-"
+_TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
+# Fields a PATCH replaces as given (pydantic has already checked them).
+_PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description", "pause_after_failures",
+                 "success")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class JobDraft:
+    """A validated job body: `request` and `retry` as stored (see docs/api.md for their fields)."""
+
+    name: str
+    schedule: str
+    timezone: str
+    start_at: datetime | None
+    end_at: datetime | None
+    request: dict[str, Any]
+    retry: dict[str, Any]
+    overlap: str = policy.DEFAULT_OVERLAP
+    catchup: str = policy.DEFAULT_CATCHUP
+    catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    notify: dict[str, Any] | None = None
+    pause_after_failures: int | None = None
+    success: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- jobs
+
+def create_job(scope: Scope, draft: JobDraft) -> JobRow:
+    schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now)
+    job = JobRow(
+        id=str(uuid.uuid4()), tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
+        timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
+        request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status="active",
+        next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
+        catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
+        description=draft.description,
+        notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
+        success=draft.success,
+    )
+    job = replace(job, next_run_at=_require_run(job, scope.now))
+    with scope.db.connection() as conn, conn.transaction():
+        quotas.enforce(conn, scope.settings, None, job)
+        job = _with_secrets_checked(scope, conn, job)
+        jobs_store.insert_job(conn, job)
+    scheduling.index_job(scope.index, job)
+    return job
+
+
+def get_job(scope: Scope, job_id: str) -> JobRow:
+    with scope.db.connection() as conn:
+        return found(jobs_store.get_job(conn, scope.tenant_id, parse_id(job_id, "job")), "job")
+
+
+def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter = JobFilter()) -> Page[JobRow]:
+    """Newest first. One extra row is read to learn whether another page follows."""
+    with scope.db.connection() as conn:
+        rows = jobs_store.list_jobs(conn, scope.tenant_id, limit + 1, before, filters)
+    return Page.of(rows, limit, lambda job: (job.created_at, job.id))
+
+
+def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
+    """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
+    return _transition(scope, job_id, lambda job: _apply(scope, job, changes))
+
+
+def pause_job(scope: Scope, job_id: str) -> JobRow:
+    return _transition(scope, job_id, lambda job: _paused(job))
+
+
+def resume_job(scope: Scope, job_id: str) -> JobRow:
+    return _transition(scope, job_id, lambda job: _resumed(job, scope.now))
+
+
+def delete_job(scope: Scope, job_id: str) -> None:
+    """Soft delete: the job stops running and disappears from the API; its executions are kept."""
+    job_id = parse_id(job_id, "job")
+    with scope.db.connection() as conn:
+        if not jobs_store.delete_job(conn, scope.tenant_id, job_id, scope.now):
+            raise NotFoundError("job not found")
+    scope.index.remove_job(job_id)
+
+
+def run_job(scope: Scope, job_id: str) -> ExecutionRow:
+    """Fire once now, outside the schedule (paused jobs too): the poller dispatches it within a tick."""
+    job_id = parse_id(job_id, "job")
+    with scope.db.connection() as conn, conn.transaction():
+        # The row lock keeps a concurrent delete from slipping in between the check and the insert.
+        job = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
+        execution_id = executions_store.insert_manual(conn, scope.tenant_id, job.id, scope.now)
+        execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
+    scope.index.schedule_execution(execution_id, 1, to_ms(scope.now))
+    return execution
+
+
+def upcoming_runs(job: JobRow, count: int) -> list[datetime]:
+    """The next `count` fire times of a job that will fire; empty for paused and completed jobs."""
+    if job.status != "active" or job.next_run_at is None or count < 1:
+        return []
+    return [job.next_run_at, *scheduling.job_schedule(job).preview(job.next_run_at, count - 1)]
+
+
+def preview_schedule(
+    scope: Scope, expression: str, timezone: str, count: int, after: datetime | None,
+    start_at: datetime | None = None, end_at: datetime | None = None,
+) -> tuple[Schedule, list[datetime]]:
+    """What a job created now with this schedule would do: its canonical form and next `count` runs."""
+    schedule = _parse(scope, expression, timezone, start_at, end_at, start_at or scope.now)
+    return schedule, schedule.preview(after or scope.now, count)
+
+
+# ---------------------------------------------------------------- history
+
+# ---------------------------------------------------------------- secrets in headers
+
+def redacted_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request as it may be shown: sensitive header values replaced by REDACTED."""
+    headers = {k: REDACTED if is_sensitive_header(k) else v for k, v in request.get("headers", {}).items()}
+    return {**request, "headers": headers}
+
+
+def keep_redacted(stored: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """Headers from an update, where a sensitive header sent back as REDACTED keeps its stored value.
+
+    Clients edit a job by sending back what they read; without this they would overwrite a secret with ***.
+    """
+    old = {k.lower(): v for k, v in stored.items()}
+    return {
+        k: old[k.lower()] if v == REDACTED and is_sensitive_header(k) and k.lower() in old else v
+        for k, v in given.items()
+    }
+
+
+# ---------------------------------------------------------------- rules
+
+def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -> JobRow:
+    """Read the job under a row lock, change it, write it back, then make the due index match."""
+    job_id = parse_id(job_id, "job")
+    with scope.db.connection() as conn, conn.transaction():
+        current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
+        updated = change(current)
+        if updated.request != current.request:
+            updated = _with_secrets_checked(scope, conn, updated)
+        if updated != current:
+            quotas.enforce(conn, scope.settings, current, updated)
+            updated = replace(updated, updated_at=scope.now)
+            jobs_store.update_job(conn, updated)
+    if _indexed(updated) != _indexed(current):
+        scheduling.index_job(scope.index, updated)
+    return updated
+
+
+def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
+    """PATCH rules: `request` and `retry` merge into what is stored; a change of schedule, time zone or window
+    bumps the version (so a poller holding the old spec cannot advance the new one) and restarts the job
+    at its first slot after now. A paused job stays paused; a completed job becomes active again."""
+    updated = replace(job, **{name: changes[name] for name in _PLAIN_FIELDS if name in changes})
+    if "request" in changes:
+        merged = _merged_request(job.request, changes["request"])
+        updated = replace(updated, request=_checked_request(scope.settings, merged))
+    if "retry" in changes:
+        updated = replace(updated, retry={**job.retry, **changes["retry"]})
+    if "notify" in changes:
+        updated = replace(updated, notify=_checked_notify(scope.settings, changes["notify"]))
+    if any(name in changes for name in _TIMING_FIELDS):
+        updated = _rescheduled(scope, updated, changes)
+    return updated
+
+
+def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
+    timing = {name: changes.get(name, getattr(job, name)) for name in _TIMING_FIELDS}
+    anchor = timing["start_at"] or job.created_at
+    schedule = _parse(scope, timing["schedule"], timing["timezone"], timing["start_at"], timing["end_at"], anchor)
+    moved = replace(job, schedule=schedule.canonical, timezone=schedule.timezone, start_at=timing["start_at"],
+                    end_at=timing["end_at"])
+    if _timing(moved) == _timing(job):
+        return job
+    moved = replace(moved, version=job.version + 1)
+    if job.status == "paused":
+        return moved
+    return replace(moved, status="active", next_run_at=_require_run(moved, scope.now))
+
+
+def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
+    """The job as stored: the secrets it references exist, its sensitive header values are sealed."""
+    vault.check_references(conn, scope.tenant_id, job.request)
+    return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
+
+
+def _paused(job: JobRow) -> JobRow:
+    if job.status == "completed":
+        raise ConflictError("a completed job cannot be paused; give it a new schedule to run it again")
+    return replace(job, status="paused", next_run_at=None)
+
+
+def _resumed(job: JobRow, now: datetime) -> JobRow:
+    """Back to the first slot after now: runs missed while paused are skipped, not replayed in a burst."""
+    if job.status == "completed":
+        raise ConflictError("a completed job cannot be resumed; give it a new schedule to run it again")
+    if job.status == "active":
+        return job
+    next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
+    return replace(job, status="active" if next_run_at else "completed", next_run_at=next_run_at, paused_reason=None)
+
+
+def _indexed(job: JobRow) -> tuple[Any, ...]:
+    """What the due index holds of a job: a change to any of it must reach Redis."""
+    return job.status, job.next_run_at, job.version, job.catchup, job.catchup_window_seconds
+
+
+def _timing(job: JobRow) -> tuple[Any, ...]:
+    return job.schedule, job.timezone, job.start_at, job.end_at
+
+
+def _parse(
+    scope: Scope, expression: str, timezone: str, start_at: datetime | None, end_at: datetime | None,
+    anchor: datetime,
+) -> Schedule:
+    """`anchor` must be what `scheduling.job_schedule` will use for the stored job: start_at, else created_at."""
+    return parse_schedule(
+        expression, timezone, anchor=anchor, start_at=start_at, end_at=end_at, now=scope.now,
+        min_interval_seconds=scope.settings.min_interval_seconds,
+    )
+
+
+def _require_run(job: JobRow, now: datetime) -> datetime:
+    """The first slot after now of a job being created or rescheduled; one that would never run is refused."""
+    next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
+    if next_run_at is not None:
+        return next_run_at
+    if job.end_at is not None and job.end_at <= now:
+        raise ScheduleError("end_at is in the past", "end_at")
+    raise ScheduleError("the schedule has no run after now", "schedule")
+
+
+def _merged_request(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {**stored, **patch}
+    if "headers" in patch:
+        merged["headers"] = keep_redacted(stored.get("headers", {}), patch["headers"])
+    return merged
+
+
+def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The request as stored: URL through the SSRF guard, timeout within the deployment's cap, method set."""
+    checked = dict(request)
+    checked["url"] = validate_target_url(request["url"], settings.allow_private_targets)
+    if request.get("timeout_seconds", 0) > settings.max_request_timeout_seconds:
+        raise InvalidInputError(
+            "request.timeout_seconds", f"must be at most {settings.max_request_timeout_seconds} seconds"
+        )
+    for name in request.get("headers", {}):
+        if name.lower() in _RESERVED_HEADERS or name.lower().startswith(_RESERVED_PREFIX):
+            raise InvalidInputError(f"request.headers.{name}", f"the {name} header cannot be set on a job")
+    if checked.get("method") is None:
+        checked["method"] = "POST" if checked.get("body") is not None else "GET"
+    return checked
+
+
+def _checked_notify(settings: Settings, notify: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The notification target goes through the same SSRF guard as a job's URL."""
+    if notify is None:
+        return None
+    try:
+        url = validate_target_url(notify["url"], settings.allow_private_targets)
+    except UnsafeTargetError as exc:
+        raise UnsafeTargetError(exc.message, "notify.url") from None
+    except InvalidInputError as exc:
+        raise InvalidInputError("notify.url", exc.message) from None
+    return {**notify, "url": url}

@@ -1,0 +1,272 @@
+"""The maintenance pass against real Postgres and Redis: reconcile, sweep, retention, lock, handler."""
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tests.conftest import load_event
+from tests.integration.helpers import attempts, due_index, executions, insert_job
+from tests.support import mark_built, score_of
+from tickwork.dispatch.poller import Poller
+from tickwork.ops.maintenance import run_maintenance
+from tickwork.store import maintenance as maintenance_store
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services
+
+# Rows get created_at from the database clock, so these tests live in real time.
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+_slots = itertools.count(1)
+
+
+def insert_execution(
+    svc: Services, job_id: str, *, status: str, created_at: datetime = NOW, attempt_count: int = 0,
+    attempt_started_at: datetime | None = None, next_attempt_at: datetime | None = None,
+) -> str:
+    execution_id = str(uuid.uuid4())
+    with svc.db.connection() as conn:
+        conn.execute(
+            "INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, attempt_count,"
+            " created_at, started_at, attempt_started_at, next_attempt_at)"
+            " SELECT %s, tenant_id, id, %s, 'schedule', %s, %s, %s, %s, %s, %s FROM jobs WHERE id = %s",
+            (execution_id, NOW - timedelta(hours=next(_slots)), status, attempt_count, created_at,
+             attempt_started_at, attempt_started_at, next_attempt_at, job_id),
+        )
+    return execution_id
+
+
+def set_job(svc: Services, job_id: str, **columns: Any) -> None:
+    assignments = ", ".join(f"{name} = %s" for name in columns)
+    with svc.db.connection() as conn:
+        conn.execute(f"UPDATE jobs SET {assignments} WHERE id = %s", (*columns.values(), job_id))
+
+
+def status_of(svc: Services, execution_id: str) -> tuple[str, int, datetime | None]:
+    with svc.db.connection() as conn:
+        return conn.execute(
+            "SELECT status, attempt_count, next_attempt_at FROM executions WHERE id = %s", (execution_id,)
+        ).fetchone()
+
+
+def later_job(svc: Services, **job: Any) -> str:
+    return insert_job(svc, schedule="* * * * *", next_run_at=NOW + timedelta(minutes=1), **job)
+
+
+# ---------------------------------------------------------------- reconcile
+
+
+def test_a_job_missing_from_an_intact_index_is_re_added_at_its_next_run(services: Services) -> None:
+    """The marker survived, so no tick rebuilds: only the periodic pass notices the missing member."""
+    job_id = later_job(services)
+    index = due_index(services)
+    mark_built(index, to_ms(NOW))
+    index.remove_job(job_id)
+    report = run_maintenance(services, NOW)
+    assert report.locked and report.indexed == 1
+    assert score_of(index, f"j:{job_id}") == to_ms(NOW + timedelta(minutes=1))
+    assert services.redis.hget(index.specs_key, job_id) is not None
+
+
+def test_paused_and_deleted_jobs_leave_the_index(services: Services) -> None:
+    paused, deleted, active = later_job(services), later_job(services), later_job(services)
+    set_job(services, paused, status="paused")
+    set_job(services, deleted, status="deleted", next_run_at=None)
+    report = run_maintenance(services, NOW)
+    index = due_index(services)
+    assert report.removed == 2
+    assert score_of(index, f"j:{paused}") is None and score_of(index, f"j:{deleted}") is None
+    assert score_of(index, f"j:{active}") is not None
+
+
+def test_an_outdated_spec_is_rewritten_and_a_matching_index_is_left_alone(services: Services) -> None:
+    """An API change whose index write failed: the job's catch-up window changed in Postgres only."""
+    stale, fine = later_job(services), later_job(services)
+    set_job(services, stale, catchup_window_seconds=42)
+    index = due_index(services)
+    score = score_of(index, f"j:{stale}")
+    report = run_maintenance(services, NOW)
+    assert report.indexed == 1
+    assert json.loads(services.redis.hget(index.specs_key, stale))["cw"] == 42
+    assert json.loads(services.redis.hget(index.specs_key, fine))["cw"] == 300
+    assert score_of(index, f"j:{stale}") == score
+    assert run_maintenance(services, NOW).indexed == 0
+
+
+def test_a_claim_that_never_reached_postgres_is_rewound_to_next_run_at(services: Services, invoker) -> None:
+    slot = NOW.replace(second=0)
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=slot)
+    index = due_index(services)
+    services.redis.zadd(index.due_key, {f"j:{job_id}": to_ms(slot) + 60_000})  # claimed, insert lost
+    report = run_maintenance(services, slot + timedelta(seconds=30))
+    assert report.rewound == 1 and score_of(index, f"j:{job_id}") == to_ms(slot)
+    Poller(services).tick(to_ms(slot) + 30_000)
+    assert [(r[1], r[2]) for r in executions(services, job_id)] == [(slot, "queued")]
+    assert len(invoker.dispatches) == 1
+
+
+def test_a_claim_younger_than_the_grace_is_left_alone(services: Services) -> None:
+    slot = NOW - timedelta(seconds=3)  # a poller may be inserting it right now
+    job_id = insert_job(services, schedule="* * * * *", next_run_at=slot)
+    index = due_index(services)
+    services.redis.zadd(index.due_key, {f"j:{job_id}": to_ms(slot) + 60_000})
+    assert run_maintenance(services, NOW).rewound == 0
+    assert score_of(index, f"j:{job_id}") == to_ms(slot) + 60_000
+
+
+def test_rewinding_never_moves_a_score_forward_nor_adds_a_job(services: Services) -> None:
+    index = due_index(services)
+    index.put_job("early", {"v": 1}, 1_000)
+    index.put_job("late", {"v": 1}, 9_000)
+    assert index.rewind_jobs({"early": 5_000, "late": 5_000, "absent": 5_000}) == 1
+    assert (score_of(index, "j:early"), score_of(index, "j:late"), score_of(index, "j:absent")) == (1_000, 5_000, None)
+
+
+# ---------------------------------------------------------------- sweep
+
+
+def test_a_run_queued_too_long_is_dispatched_again_once(services: Services, invoker) -> None:
+    job_id = later_job(services)
+    stuck = insert_execution(services, job_id, status="queued", created_at=NOW - timedelta(seconds=61))
+    fresh = insert_execution(services, job_id, status="queued", created_at=NOW - timedelta(seconds=5))
+    assert run_maintenance(services, NOW).redispatched == 1
+    assert run_maintenance(services, NOW).redispatched == 0  # still in the index: not added twice
+    index = due_index(services)
+    assert score_of(index, f"e:{stuck}:1") == to_ms(NOW) and score_of(index, f"e:{fresh}:1") is None
+    Poller(services).tick(to_ms(NOW))
+    assert [(d.execution_id, d.attempt) for d in invoker.dispatches] == [(stuck, 1)]
+
+
+def test_retries_missing_from_the_index_are_put_back(services: Services) -> None:
+    job_id = later_job(services)
+    overdue = insert_execution(services, job_id, status="retrying", attempt_count=1,
+                               next_attempt_at=NOW - timedelta(seconds=90))
+    ahead = insert_execution(services, job_id, status="retrying", attempt_count=2,
+                             next_attempt_at=NOW + timedelta(minutes=10))
+    due_now = insert_execution(services, job_id, status="retrying", attempt_count=1, next_attempt_at=NOW)
+    assert run_maintenance(services, NOW).redispatched == 2
+    index = due_index(services)
+    assert score_of(index, f"e:{overdue}:2") == to_ms(NOW)
+    assert score_of(index, f"e:{ahead}:3") == to_ms(NOW + timedelta(minutes=10))  # keeps its time
+    assert score_of(index, f"e:{due_now}:2") is None  # a poller may be dispatching it right now
+
+
+def test_an_attempt_running_past_its_timeout_is_retried_under_the_same_run(services: Services) -> None:
+    job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 7})
+    started = NOW - timedelta(seconds=66)  # request timeout 5 s + margin 60 s
+    run_id = insert_execution(services, job_id, status="running", attempt_count=1, attempt_started_at=started)
+    report = run_maintenance(services, NOW)
+    assert (report.retried, report.lost) == (1, 0)
+    assert status_of(services, run_id) == ("retrying", 1, NOW + timedelta(seconds=7))
+    (attempt,) = attempts(services, run_id)
+    assert attempt[0:2] == (1, started) and attempt[3] is None
+    assert attempt[4] == "lost: executor did not report within 65 s"
+    assert score_of(due_index(services), f"e:{run_id}:2") == to_ms(NOW + timedelta(seconds=7))
+
+
+def test_a_lost_attempts_retry_after_the_jobs_next_slot_ends_the_run_unless_the_policy_allows_it(
+    services: Services,
+) -> None:
+    """The sweeper bounds its retries by the job's next slot as the executor does (retry.past_next_run)."""
+    started = NOW - timedelta(seconds=66)
+    ends = {}
+    for allowed in (False, True):
+        job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 7,
+                                            "jitter": "none", "past_next_run": allowed})
+        # Its slot is hours ago and the job runs every minute: a retry at NOW + 7 s is past its next slot.
+        ends[allowed] = insert_execution(services, job_id, status="running", attempt_count=1, attempt_started_at=started)
+    report = run_maintenance(services, NOW)
+    assert (report.retried, report.lost) == (1, 1)
+    assert status_of(services, ends[False]) == ("lost", 1, None)
+    (attempt,) = attempts(services, ends[False])
+    assert attempt[4].startswith("lost: executor did not report within 65 s; not retried: the next attempt would be")
+    assert score_of(due_index(services), f"e:{ends[False]}:2") is None
+    assert status_of(services, ends[True]) == ("retrying", 1, NOW + timedelta(seconds=7))
+
+
+def test_an_attempt_with_no_attempt_left_ends_lost(services: Services) -> None:
+    job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
+    run_id = insert_execution(services, job_id, status="running", attempt_count=2,
+                              attempt_started_at=NOW - timedelta(minutes=5))
+    assert run_maintenance(services, NOW).lost == 1
+    assert status_of(services, run_id) == ("lost", 2, None)
+    assert [a[0] for a in attempts(services, run_id)] == [2]
+    assert score_of(due_index(services), f"e:{run_id}:3") is None
+
+
+def test_an_attempt_within_its_timeout_plus_margin_keeps_running(services: Services) -> None:
+    job_id = later_job(services)
+    with services.db.connection() as conn:  # asks for 500 s; the executor caps it at 120 s
+        conn.execute("UPDATE jobs SET request = request || '{\"timeout_seconds\": 500}' WHERE id = %s", (job_id,))
+    recent = insert_execution(services, job_id, status="running", attempt_count=1,
+                              attempt_started_at=NOW - timedelta(seconds=170))
+    old = insert_execution(services, job_id, status="running", attempt_count=1,
+                           attempt_started_at=NOW - timedelta(seconds=181))
+    assert run_maintenance(services, NOW).retried == 1
+    assert status_of(services, recent)[0] == "running" and status_of(services, old)[0] == "retrying"
+
+
+def test_a_lost_run_releases_the_run_waiting_behind_it(services: Services) -> None:
+    job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 1, "delay_seconds": 1})
+    set_job(services, job_id, overlap="queue_one")
+    lost = insert_execution(services, job_id, status="running", attempt_count=1,
+                            attempt_started_at=NOW - timedelta(minutes=5))
+    waiting = insert_execution(services, job_id, status="waiting", created_at=NOW - timedelta(seconds=1))
+    assert run_maintenance(services, NOW).lost == 1
+    assert status_of(services, lost)[0] == "lost" and status_of(services, waiting)[0] == "queued"
+    assert score_of(due_index(services), f"e:{waiting}:1") == to_ms(NOW)
+
+
+# ---------------------------------------------------------------- retention
+
+
+def test_retention_deletes_old_finished_runs_with_their_attempts_only(services: Services) -> None:
+    job_id = later_job(services)
+    old = NOW - timedelta(days=31)
+    finished = {s: insert_execution(services, job_id, status=s, created_at=old + timedelta(seconds=i))
+                for i, s in enumerate(("succeeded", "failed", "skipped", "missed", "lost"))}
+    unfinished = [insert_execution(services, job_id, status=s, created_at=old - timedelta(seconds=i))
+                  for i, s in enumerate(("queued", "waiting", "running", "retrying"))]
+    recent = insert_execution(services, job_id, status="succeeded", created_at=NOW - timedelta(days=29))
+    with services.db.connection() as conn:
+        conn.execute("INSERT INTO attempts (execution_id, number, started_at, duration_ms) VALUES (%s, 1, %s, 5)",
+                     (finished["succeeded"], old))
+    assert run_maintenance(services, NOW).pruned == 5
+    left = {r[0] for r in executions(services, job_id)}
+    assert left == {*unfinished, recent}
+    assert attempts(services, finished["succeeded"]) == []
+
+
+def test_retention_deletes_in_bounded_batches(services: Services) -> None:
+    job_id = later_job(services)
+    for i in range(5):
+        insert_execution(services, job_id, status="succeeded", created_at=NOW - timedelta(days=40, seconds=i))
+    with services.db.connection() as conn:
+        assert maintenance_store.prune_executions(conn, NOW - timedelta(days=30), batch=2, max_batches=2) == 4
+    assert len(executions(services, job_id)) == 1
+
+
+# ---------------------------------------------------------------- lock and handler
+
+
+def test_a_held_maintenance_lock_makes_a_second_pass_do_nothing(services: Services) -> None:
+    job_id = later_job(services)
+    index = due_index(services)
+    index.remove_job(job_id)
+    assert index.acquire_maintenance_lock("other", 5_000)
+    assert run_maintenance(services, NOW).locked is False
+    assert score_of(index, f"j:{job_id}") is None
+    assert services.redis.get(index.maintenance_lock_key) == "other"
+    assert not index.release_maintenance_lock("not-mine") and index.release_maintenance_lock("other")
+
+
+def test_the_poller_handler_runs_maintenance_for_a_maintenance_event(services: Services, handler) -> None:
+    job_id = later_job(services)
+    due_index(services).remove_job(job_id)
+    poller = handler("poller")
+    result = poller(load_event("poller_maintenance.json"), None)
+    assert result["task"] == "maintenance" and result["locked"] and result["indexed"] == 1
+    json.dumps(result)
+    tick = poller(load_event("poller_tick.json"), None)
+    assert "next_tick_at" in tick and "task" not in tick

@@ -1,0 +1,238 @@
+"""The schema migration the deploy runs: the migrations function answers CloudFormation's custom-resource
+event (events/migrations_create.json), migrating the real Postgres, and PUTs the response to the
+ResponseURL, played by a local HTTP server, on every path before its own timeout."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator
+
+import psycopg
+import pytest
+
+from tests.conftest import RecordingInvoker, Target, _with_search_path, load_event
+from tickwork.settings import Settings
+from tickwork.wiring import Services, build_services, configure
+
+Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
+
+
+@pytest.fixture
+def empty_schema(servers: Any) -> Iterator[str]:
+    """A database URL whose schema has never been migrated, as a new stack's database."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(servers.database_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    yield _with_search_path(servers.database_url, schema)
+    with psycopg.connect(servers.database_url, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def fresh_services(servers: Any, empty_schema: str) -> Iterator[Services]:
+    settings = Settings(database_url=empty_schema, redis_url=servers.redis_url, namespace=f"tw-{uuid.uuid4().hex[:8]}")
+    svc = build_services(settings, invoker=RecordingInvoker())
+    configure(svc)
+    yield svc
+    configure(None)
+    svc.close()
+
+
+def _event(target: Target, request_type: str, physical_id: str | None = None) -> dict[str, Any]:
+    event = load_event("migrations_create.json")
+    event["RequestType"] = request_type
+    event["ResponseURL"] = f"{target.url}/response?X-Amz-Signature=0000"
+    if physical_id:
+        event["PhysicalResourceId"] = physical_id
+    return event
+
+
+def openapi_responses(target: Target) -> list[dict[str, Any]]:
+    assert all(r["method"] == "PUT" and r["path"].startswith("/response?") for r in target.requests)
+    # S3 presigned URLs are signed without a content type: the PUT must not send one.
+    assert all(r["headers"].get("content-type", "") == "" for r in target.requests)
+    return [json.loads(r["body"]) for r in target.requests]
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+        return {row[0] for row in rows}
+
+
+def test_create_migrates_the_schema_and_reports_success(
+    fresh_services: Services, empty_schema: str, handler: Handler, target: Target
+) -> None:
+    event = _event(target, "Create")
+    handler("migrations")(event, None)
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "SUCCESS", response
+    assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
+        k: event[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
+    assert response["PhysicalResourceId"]
+    assert response["Data"]["Applied"].startswith("0001_init.sql")
+    assert {"tenants", "api_keys", "jobs", "executions", "schema_migrations"} <= _tables(empty_schema)
+
+
+def test_an_update_is_idempotent_and_keeps_the_physical_id(
+    fresh_services: Services, handler: Handler, target: Target
+) -> None:
+    handler("migrations")(_event(target, "Create"), None)
+    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
+    handler("migrations")(_event(target, "Update", physical_id), None)
+    handler("migrations")(_event(target, "Update", physical_id), None)
+    first, *updates = openapi_responses(target)
+    assert [u["Status"] for u in updates] == ["SUCCESS", "SUCCESS"]
+    assert [u["Data"]["Applied"] for u in updates] == ["", ""]
+    assert {u["PhysicalResourceId"] for u in updates} == {physical_id}
+
+
+def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, handler: Handler, target: Target) -> None:
+    handler("migrations")(_event(target, "Create"), None)
+    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
+    handler("migrations")(_event(target, "Delete", physical_id), None)
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
+    assert openapi_responses(target)[1]["PhysicalResourceId"] == physical_id
+    assert "jobs" in _tables(empty_schema)
+
+
+def test_a_failed_migration_fails_the_deploy_with_the_reason(
+    fresh_services: Services, empty_schema: str, handler: Handler, target: Target
+) -> None:
+    with psycopg.connect(empty_schema, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tenants (squatter int)")  # a table the first migration wants to create
+    result = handler("migrations")(_event(target, "Create"), None)
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "FAILED"
+    assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
+    assert result["Status"] == "FAILED"
+    # Nothing half-applied: a failed migration rolls back whole.
+    assert _tables(empty_schema) == {"tenants"}
+    # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
+    handler("migrations")(_event(target, "Delete", response["PhysicalResourceId"]), None)
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
+
+
+def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
+    servers: Any, handler: Handler, target: Target
+) -> None:
+    with socket_closed_port() as port:
+        settings = Settings(database_url=f"postgresql://tickwork:pw-not-logged@127.0.0.1:{port}/tickwork",
+                            redis_url=servers.redis_url)
+        svc = build_services(settings, invoker=RecordingInvoker())
+        configure(svc)
+        try:
+            handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=16_000))
+        finally:
+            configure(None)
+            svc.close()
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "FAILED" and "schema migration failed" in response["Reason"]
+    assert "pw-not-logged" not in json.dumps(response)
+
+
+def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_schema: str, handler: Handler,
+                                             target: Target) -> None:
+    event = _event(target, "Create")
+    event["ResourceType"] = "Custom::Something"
+    handler("migrations")(event, None)
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "FAILED" and "Custom::Something" in response["Reason"]
+    assert "jobs" not in _tables(empty_schema)
+
+
+def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_times_out(
+    fresh_services: Services, empty_schema: str, handler: Handler, target: Target,
+) -> None:
+    """Break: another session holds the lock the migration needs (here the migrations' own advisory
+    lock, as a second deploy would; a table lock behind a long transaction is the same wait). Must hold:
+    the wait is cut by lock_timeout, and CloudFormation gets FAILED, saying so, before the function's
+    timeout; nothing is applied. Once the lock is free, the next update migrates."""
+    from tickwork.ops.provisioning import LOCK_TIMEOUT_SECONDS, RESPONSE_MARGIN_SECONDS, STATEMENT_MARGIN_SECONDS
+    from tickwork.store.migrate import _MIGRATION_LOCK
+
+    # Room for one wait for the lock, not for a second try.
+    remaining = RESPONSE_MARGIN_SECONDS + STATEMENT_MARGIN_SECONDS + LOCK_TIMEOUT_SECONDS + 1
+    with psycopg.connect(empty_schema, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        began = time.monotonic()
+        handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
+        took = time.monotonic() - began
+    (response,) = openapi_responses(target)
+    assert response["Status"] == "FAILED" and "LockNotAvailable" in response["Reason"], response
+    assert took < remaining - RESPONSE_MARGIN_SECONDS + 1, took  # answered with the margin left
+    assert "jobs" not in _tables(empty_schema)
+    handler("migrations")(_event(target, "Update", response["PhysicalResourceId"]), None)
+    assert openapi_responses(target)[1]["Status"] == "SUCCESS" and "jobs" in _tables(empty_schema)
+
+
+def test_a_lock_released_while_the_budget_lasts_is_waited_for_in_short_tries(
+    fresh_services: Services, empty_schema: str,
+) -> None:
+    """Each try waits at most lock_timeout (traffic queued behind a DDL statement waits no longer), and
+    the migration is tried again while its budget lasts: a lock held for a moment only delays it."""
+    from tickwork.ops.provisioning import MigrationLimits, migrate_schema
+    from tickwork.store.migrate import _MIGRATION_LOCK
+
+    holder = psycopg.connect(empty_schema, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    release = threading.Timer(1.5, holder.close)
+    release.start()
+    try:
+        applied = migrate_schema(fresh_services.db, budget=20, limits=MigrationLimits(lock_timeout=0.3, retry_pause=0.2))
+    finally:
+        release.join()
+    assert applied[0] == "0001_init.sql" and "jobs" in _tables(empty_schema)
+
+
+def test_a_migration_that_outlasts_its_budget_is_answered_failed_in_time(target: Target) -> None:
+    """Whatever holds the migration up (a statement the database has not ended yet), CloudFormation is
+    answered when the budget is spent, not when Lambda kills the function."""
+    from tickwork.ops.provisioning import handle_custom_resource
+
+    stuck = threading.Event()
+    began = time.monotonic()
+    response = handle_custom_resource(_event(target, "Create"), lambda: [str(stuck.wait(30))], budget=1.0)
+    assert time.monotonic() - began < 3
+    assert response["Status"] == "FAILED" and "did not finish within 1 s" in response["Reason"]
+    assert openapi_responses(target) == [response]
+    stuck.set()
+
+
+def test_a_delete_is_answered_without_the_database(servers: Any, handler: Handler, target: Target) -> None:
+    """The stack's delete removes the database too: deleting the migration resource never waits on it."""
+    with socket_closed_port() as port:
+        settings = Settings(database_url=f"postgresql://tickwork@127.0.0.1:{port}/tickwork", redis_url=servers.redis_url)
+        svc = build_services(settings, invoker=RecordingInvoker())
+        configure(svc)
+        try:
+            handler("migrations")(_event(target, "Delete", "SchemaMigration-schema"), FakeContext(remaining_ms=20_000))
+        finally:
+            configure(None)
+            svc.close()
+    (response,) = openapi_responses(target)
+    assert (response["Status"], response["PhysicalResourceId"]) == ("SUCCESS", "SchemaMigration-schema")
+
+
+class FakeContext:
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+class socket_closed_port:
+    """A loopback port nothing listens on (bound, then released)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None

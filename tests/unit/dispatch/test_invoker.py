@@ -1,0 +1,114 @@
+"""Invokers: Lambda asynchronous invoke through boto3 (moto stands in for the AWS API), and the local pool."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zipfile
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from tickwork.dispatch.invoker import EARLY_LEAD_MS, MAX_EARLY_GROUP_SIZE, LambdaInvoker, group_dispatches
+from tickwork.models import Dispatch, dispatches_from_event
+from tickwork.settings import DEFAULT_BATCH_SIZE
+from tickwork_local.executors import ThreadPoolInvoker
+
+
+def _function_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("app.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+def _executor_function() -> tuple[Any, list[dict[str, Any]]]:
+    """A Lambda client on moto with the executor function, and the Invoke calls it makes."""
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="executor", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    client = boto3.client("lambda", region_name="us-east-1")
+    client.create_function(FunctionName="tickwork-executor", Runtime="python3.13", Role=role,
+                           Handler="app.handler", Code={"ZipFile": _function_zip()}, Architectures=["arm64"])
+    calls: list[dict[str, Any]] = []
+    client.meta.events.register("before-call.lambda.Invoke", lambda params, **_: calls.append(params))
+    return client, calls
+
+
+@mock_aws(config={"lambda": {"use_docker": False}})
+def test_lambda_invoker_sends_one_async_event_per_dispatch() -> None:
+    client, calls = _executor_function()
+
+    dispatches = [Dispatch("e1", 1, 1_000), Dispatch("e2", 3, 2_000)]
+    LambdaInvoker(client, "tickwork-executor").invoke(dispatches)
+
+    assert [call["headers"]["X-Amz-Invocation-Type"] for call in calls] == ["Event", "Event"]
+    sent = [dispatches_from_event(json.loads(call["body"])) for call in calls]
+    # The invokes run concurrently (INVOKE_CONCURRENCY threads): they may reach Lambda in either order.
+    assert sorted(sent, key=lambda group: group[0].execution_id) == [[dispatches[0]], [dispatches[1]]]
+
+
+def test_thread_pool_invoker_runs_the_handler_with_the_executor_event() -> None:
+    seen: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        seen.append(event)
+        if len(seen) == 2:
+            done.set()
+
+    pool = ThreadPoolInvoker(handler, max_workers=2)
+    pool.invoke([Dispatch("a", 1, 5), Dispatch("b", 2, 6)])
+    assert done.wait(5)
+    pool.shutdown()
+    assert sorted(d.execution_id for e in seen for d in dispatches_from_event(e)) == ["a", "b"]
+
+
+def _dispatches(n: int) -> list[Dispatch]:
+    return [Dispatch(f"e{i}", 1, i) for i in range(n)]
+
+
+def test_normal_load_gets_one_invocation_per_run() -> None:
+    assert [len(g) for g in group_dispatches(_dispatches(20))] == [1] * 20
+
+
+def test_a_burst_is_grouped_into_few_invocations_keeping_every_run_once() -> None:
+    groups = group_dispatches(_dispatches(500))
+    assert len(groups) == 10 and all(len(g) == 50 for g in groups)
+    assert [d for g in groups for d in g] == _dispatches(500)
+
+
+def test_ten_thousand_due_jobs_need_a_few_hundred_executors() -> None:
+    size = DEFAULT_BATCH_SIZE  # the poller hands over one batch at a time
+    batches = [_dispatches(size) for _ in range(10_000 // size)]
+    assert sum(len(group_dispatches(b)) for b in batches) == 200
+
+
+NOW_MS = 1_796_000_000_000  # any instant: grouping depends only on the runs' lead over it
+
+
+def _due(n: int, lead_ms: int) -> list[Dispatch]:
+    return [Dispatch(f"e{i}", 1, NOW_MS + lead_ms) for i in range(n)]
+
+
+def test_a_heavy_instant_handed_over_early_waits_in_few_large_invocations() -> None:
+    size = DEFAULT_BATCH_SIZE
+    batches = [_due(size, lead_ms=6_500) for _ in range(10_000 // size)]
+    groups = [g for b in batches for g in group_dispatches(b, NOW_MS)]
+    assert len(groups) == 40 and all(len(g) == MAX_EARLY_GROUP_SIZE for g in groups)
+    assert [d for g in groups for d in g] == [d for b in batches for d in b]
+
+
+def test_runs_within_the_base_lookahead_keep_the_burst_grouping() -> None:
+    assert [len(g) for g in group_dispatches(_due(500, lead_ms=1_500), NOW_MS)] == [50] * 10
+    # One run of the hand-off is due sooner: the early grouping is for hand-offs wholly that far ahead.
+    mixed = _due(499, lead_ms=6_500) + _due(1, lead_ms=EARLY_LEAD_MS - 1)
+    assert [len(g) for g in group_dispatches(mixed, NOW_MS)] == [50] * 10
+    assert [len(g) for g in group_dispatches(_due(20, lead_ms=6_500), NOW_MS)] == [1] * 20
+
+
+@mock_aws(config={"lambda": {"use_docker": False}})
+def test_the_lambda_invoker_groups_by_lead_on_its_clock() -> None:
+    client, calls = _executor_function()
+    LambdaInvoker(client, "tickwork-executor", clock_ms=lambda: NOW_MS).invoke(_due(1000, lead_ms=6_500))
+    assert sorted(len(dispatches_from_event(json.loads(c["body"]))) for c in calls) == [MAX_EARLY_GROUP_SIZE] * 4

@@ -1,0 +1,72 @@
+"""The poller's pure decisions: what each due entry turns into, and where a claimed job moves next."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, plan_batch, tick_point
+from tickwork.dueindex.entries import DueEntry
+from tickwork.models import Dispatch
+from tickwork.schedule.engine import parse_schedule
+from tickwork.schedule.specs import index_spec
+from tickwork.store.executions import Slot
+from tickwork.timeutil import from_ms, to_ms
+
+T0 = to_ms(datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc))
+EVERY_2S = parse_schedule("*/2 * * * * *", "UTC")
+EVERY_MINUTE = parse_schedule("* * * * *", "UTC")
+
+
+def test_plan_turns_a_job_entry_into_a_claim_and_a_slot() -> None:
+    entry = DueEntry("j:job-1", T0, index_spec(EVERY_2S, 3))
+    plan = plan_batch([entry], now_ms=T0)
+    claim, slot = plan.claims[0]
+    assert (claim.member, claim.expected_score, claim.new_score) == ("j:job-1", T0, T0 + 2000)
+    assert slot == Slot("job-1", from_ms(T0), from_ms(T0 + 2000), 3, from_ms(T0))
+
+
+def test_plan_after_an_outage_fires_the_latest_slot_and_notes_the_missed_ones() -> None:
+    entry = DueEntry("j:job-1", T0, index_spec(EVERY_MINUTE, 1, catchup_window_seconds=300))
+    claim, slot = plan_batch([entry], now_ms=T0 + 2 * 3600 * 1000 + 500).claims[0]
+    assert claim.new_score == T0 + 121 * 60_000
+    assert isinstance(slot, Slot) and slot.fire == from_ms(T0 + 120 * 60_000) and slot.missed_count == 120
+    assert slot.missed_note is not None and "300 s window" in slot.missed_note
+
+
+def test_plan_removes_one_shot_entries_and_dispatches_them() -> None:
+    plan = plan_batch([DueEntry("e:exec-9:2", T0, None)], now_ms=T0)
+    claim, target = plan.claims[0]
+    assert claim.new_score is None
+    assert target == Dispatch("exec-9", 2, T0)
+
+
+def test_plan_sets_aside_jobs_whose_spec_is_missing_or_corrupt() -> None:
+    plan = plan_batch([DueEntry("j:a", T0, None), DueEntry("j:b", T0, {"v": 1, "s": {"bogus": 1}})], now_ms=T0)
+    assert plan.claims == []
+    assert plan.missing_specs == ["a", "b"]
+
+
+def test_one_time_schedule_leaves_the_index_after_its_run() -> None:
+    once = parse_schedule("at(2026-11-30T12:00:00)", "UTC")
+    plan = plan_batch([DueEntry("j:once", T0, index_spec(once, 1))], now_ms=T0)
+    claim, slot = plan.claims[0]
+    assert claim.new_score is None and isinstance(slot, Slot) and slot.next_run_at is None
+    assert slot.fire == from_ms(T0)
+
+
+def test_the_loop_waits_for_the_next_whole_second_after_the_one_it_ticked() -> None:
+    # A Wait honours its Timestamp to the second: it names a whole second, after the one just ticked.
+    second = T0 // 1000
+    assert next_tick_at(second + 0.05, second) == "2026-11-30T12:00:01.000Z"
+    assert next_tick_at(second + 0.75, second) == "2026-11-30T12:00:01.000Z"
+    # A long tick ending past the next whole second, before its point: that second is ticked at once.
+    assert next_tick_at(second + 1.2, second) == "2026-11-30T12:00:01.000Z"
+    # ...past its point too: the tick of the following second claims what it would have.
+    assert next_tick_at(second + 1.7, second) == "2026-11-30T12:00:02.000Z"
+
+
+def test_a_tick_claims_as_of_half_past_the_second_it_was_invoked_in_or_as_of_now_when_later() -> None:
+    second = T0 / 1000
+    assert tick_point(second) == second + TICK_OFFSET_MS / 1000
+    assert tick_point(second + 0.031) == second + 0.5  # the Wait ended on the second, the invoke took 31 ms
+    assert tick_point(second + 0.5) == second + 0.5
+    assert tick_point(second + 0.8) == second + 0.8  # late (a retry, a first tick)

@@ -1,0 +1,50 @@
+"""Standard Webhooks signatures, checked with the official `standardwebhooks` verifier as a receiver would.
+
+The verifier reads the wall clock (5 minutes of tolerance), so timestamps here are taken from it too."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from tickwork.http.signing import SECRET_PREFIX, Signing, new_secret, secret_key
+
+
+def test_a_new_secret_is_whsec_and_base64_of_32_random_bytes() -> None:
+    secret = new_secret()
+    assert secret.startswith(SECRET_PREFIX) and len(secret_key(secret)) == 32
+    assert new_secret() != secret
+
+
+def test_the_signature_verifies_and_a_tampered_body_does_not() -> None:
+    secret = new_secret()
+    now = int(time.time())
+    headers = Signing("run-1", now, (secret_key(secret),)).headers(b'{"a":1}')
+    assert headers["webhook-id"] == "run-1" and headers["webhook-timestamp"] == str(now)
+    assert Webhook(secret).verify(b'{"a":1}', headers) == {"a": 1}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(b'{"a":2}', headers)
+
+
+def test_an_empty_body_is_signed_as_empty() -> None:
+    secret = new_secret()
+    headers = Signing("run-2", int(time.time()), (secret_key(secret),)).headers(None)
+    Webhook(secret).verify(b"", headers, json_parse=False)
+
+
+def test_two_keys_give_two_signatures_each_verifying_alone() -> None:
+    old, new = new_secret(), new_secret()
+    headers = Signing("run-3", int(time.time()), (secret_key(new), secret_key(old))).headers(b"{}")
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    Webhook(old).verify(b"{}", headers)
+    Webhook(new).verify(b"{}", headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(b"{}", headers)
+
+
+def test_a_stale_timestamp_fails() -> None:
+    secret = new_secret()
+    headers = Signing("run-4", int(time.time()) - 600, (secret_key(secret),)).headers(b"{}")
+    with pytest.raises(WebhookVerificationError, match="too old"):
+        Webhook(secret).verify(b"{}", headers)

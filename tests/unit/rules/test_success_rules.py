@@ -1,0 +1,63 @@
+"""A job's success rules judged on outcomes: pure."""
+from __future__ import annotations
+
+import pytest
+
+from tickwork.http.delivery import Outcome
+from tickwork.rules import success
+
+
+def _answer(status: int, body: str = "ok") -> Outcome:
+    error = "redirect not followed" if 300 <= status < 400 else (f"HTTP {status}" if status >= 400 else None)
+    return Outcome(status, body, error, 12)
+
+
+@pytest.mark.parametrize(("entries", "stored"), [
+    ([200], [200]), (["2xx", 301], ["2xx", 301]), (["3XX"], ["3xx"]), (["204"], [204]),
+])
+def test_entries_are_normalized(entries: list[object], stored: list[object]) -> None:
+    assert success.normalized_codes(entries) == stored
+
+
+@pytest.mark.parametrize("entry", [99, 600, "6xx", "2xxx", "abc", True, 2.5, None])
+def test_invalid_entries_are_refused(entry: object) -> None:
+    with pytest.raises(ValueError):
+        success.normalized_codes([entry])
+
+
+def test_without_rules_the_outcome_is_unchanged() -> None:
+    outcome = _answer(302)
+    assert success.judge(None, outcome) is outcome and not outcome.succeeded
+
+
+def test_an_accepted_redirect_succeeds() -> None:
+    judged = success.judge({"status_codes": ["3xx"]}, _answer(302))
+    assert judged.succeeded and judged.error is None
+
+
+def test_a_2xx_not_listed_fails_and_is_retryable() -> None:
+    judged = success.judge({"status_codes": [200]}, _answer(204))
+    assert not judged.succeeded and judged.retryable
+    assert judged.error == "HTTP 204 not accepted (success.status_codes: 200)"
+
+
+def test_a_4xx_not_listed_keeps_its_classification() -> None:
+    judged = success.judge({"status_codes": [200]}, _answer(404))
+    assert not judged.succeeded and not judged.retryable
+
+
+def test_an_accepted_4xx_succeeds() -> None:
+    assert success.judge({"status_codes": [404, "2xx"]}, _answer(404)).succeeded
+
+
+def test_body_contains_must_match() -> None:
+    rules = {"status_codes": ["2xx"], "body_contains": '"status":"done"'}
+    assert success.judge(rules, _answer(200, '{"status":"done"}')).succeeded
+    missed = success.judge(rules, _answer(200, '{"status":"queued"}'))
+    assert not missed.succeeded and missed.retryable
+    assert missed.error == "HTTP 200: the response body does not contain success.body_contains"
+
+
+def test_a_transport_failure_is_untouched() -> None:
+    failure = Outcome(None, None, "timeout: no response within 5s", 5000)
+    assert success.judge({"status_codes": [200]}, failure) is failure

@@ -1,0 +1,59 @@
+"""IndexSpecs: the rebuild's spec of each stored job, parsed once per schedule, is exactly the spec the
+API writes for that job (scheduling.job_spec), rate() anchors and windows included."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tickwork.dueindex.entries import encode_spec
+from tickwork.errors import ScheduleError
+from tickwork.models import JobRow
+from tickwork.schedule import specs as scheduling
+from tickwork.schedule.specs import IndexSpecs
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+JOB = JobRow(id="job-1", tenant_id="t", name="n", schedule="0 30 9 * * MON-FRI", timezone="Europe/London",
+             start_at=None, end_at=None, request={}, retry={}, status="active", next_run_at=T0, version=1,
+             created_at=T0 - timedelta(days=3), updated_at=T0)
+
+
+@pytest.mark.parametrize("job", [
+    JOB,
+    replace(JOB, version=4, catchup="all", catchup_window_seconds=0),
+    replace(JOB, start_at=T0, end_at=T0 + timedelta(days=30)),
+    replace(JOB, schedule="rate(90 seconds)", timezone="UTC"),
+    replace(JOB, schedule="rate(90 seconds)", start_at=T0 + timedelta(hours=1)),
+    replace(JOB, schedule="at(2026-12-24T18:00:00)"),
+])
+def test_each_spec_is_the_one_the_api_writes(job: JobRow) -> None:
+    specs = IndexSpecs()
+    assert specs.encoded(job) == encode_spec(scheduling.job_spec(job))
+    assert specs.encoded(replace(job, id="job-2")) == encode_spec(scheduling.job_spec(job))
+
+
+def test_jobs_sharing_a_schedule_share_a_spec_but_a_rate_counts_from_its_own_creation() -> None:
+    specs = IndexSpecs()
+    later = T0 - timedelta(seconds=7)
+    cron, cron_later = JOB, replace(JOB, id="job-2", created_at=later)
+    rate = replace(JOB, schedule="rate(90 seconds)")
+    rate_later = replace(rate, id="job-2", created_at=later)
+    assert specs.encoded(cron) is specs.encoded(cron_later)
+    assert specs.encoded(rate) == encode_spec(scheduling.job_spec(rate))
+    assert specs.encoded(rate_later) == encode_spec(scheduling.job_spec(rate_later)) != specs.encoded(rate)
+
+
+def test_a_version_or_policy_change_is_a_different_spec() -> None:
+    specs = IndexSpecs()
+    seen = {specs.encoded(job) for job in (JOB, replace(JOB, version=2), replace(JOB, catchup="all"),
+                                           replace(JOB, catchup_window_seconds=42))}
+    assert len(seen) == 4
+
+
+def test_a_schedule_that_no_longer_parses_raises_every_time() -> None:
+    specs = IndexSpecs()
+    broken = replace(JOB, schedule="not a schedule")
+    for _ in range(2):
+        with pytest.raises(ScheduleError):
+            specs.encoded(broken)
