@@ -207,9 +207,14 @@ class Executor:
                                  lambda d, slot: replace(d, decision=retry.before_next_slot(
                                      retry.RetryPolicy.from_dict(d.run.retry), d.decision, slot)))
         operator = bool(self.svc.settings.operator_topic_arn)
-        ending = [d for d in decided if d.final and ends.may_notify(d.run, d.decision.status, operator)]
-        releasing = [d for d in decided if d.final and d not in ending and d.run.overlap != "allow"]
-        plain = [d for d in decided if d not in ending and d not in releasing]
+        plain: list[Decided] = []
+        releasing: list[Decided] = []
+        ending: list[Decided] = []  # ends that may raise notifications (tickwork.runs.ends), written with them
+        for d in decided:
+            if d.final and ends.may_notify(d.run, d.decision.status, operator):
+                ending.append(d)
+            else:
+                (releasing if d.final and d.run.overlap != "allow" else plain).append(d)
         released: list[str] = []
         noted = ends.Noted()
         with self.svc.db.connection() as conn:
