@@ -24,7 +24,7 @@ _MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned")
 # Every metric name this module can emit: the template's dashboard and alarms may chart only these
 # (tests/unit/test_template.py checks it).
 NAMES = frozenset({
-    "Ticks", "DueBacklog", "Dispatched", "MissedRuns", "IndexRebuilds", "FireLag", "RequestDuration",
+    "Ticks", "DueBacklog", "Dispatched", "RunsDelayed", "MissedRuns", "IndexRebuilds", "FireLag", "RequestDuration",
     "RunsNotStarted", *_NOT_STARTED.values(),
     *(f"Runs{status.capitalize()}" for status in ATTEMPT_STATUSES),
     *(f"Maintenance{name.capitalize()}" for name in _MAINTENANCE),
@@ -46,6 +46,7 @@ def record_tick(result: Any) -> None:
     that one counts); a minute without any is a stopped loop."""
     count("Ticks", int(result.locked))
     count("Dispatched", result.dispatched)
+    count("RunsDelayed", result.delayed)
     count("MissedRuns", result.missed)
     count("IndexRebuilds", int(result.rebuilt))
 

@@ -21,16 +21,22 @@ class Dispatch:
     attempt: int
     fire_at_ms: int
     kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications.events)
+    # The tenant whose runs in flight this dispatch counts among (tickwork.dispatch.budget): its executor gives
+    # the place back when it ends. Empty: it holds none.
+    tenant_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
         if self.kind != "run":
             raw["kind"] = self.kind
+        if self.tenant_id:
+            raw["tenant_id"] = self.tenant_id
         return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Dispatch:
-        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]), str(raw.get("kind", "run")))
+        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]), str(raw.get("kind", "run")),
+                   str(raw.get("tenant_id", "")))
 
 
 def executor_event(dispatches: list[Dispatch]) -> dict[str, Any]:

@@ -42,6 +42,10 @@ DEFAULT_LOST_MARGIN_SECONDS = 60
 # for one client's loop creating them; 6,000 runs a minute is 100 every-second jobs.
 DEFAULT_MAX_JOBS = 1000
 DEFAULT_MAX_RUNS_PER_MINUTE = 6000
+# Runs of one tenant dispatched and not yet ended (tickwork.dispatch.budget): that quota's 100 runs a second
+# answering within 5 s, and half an account's default 1,000 concurrent executions, so one tenant whose
+# targets hang (6,000 runs a minute at 120 s is ~12,000) cannot throttle everyone's executors and ticks.
+DEFAULT_MAX_RUNS_IN_FLIGHT = 500
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
@@ -109,6 +113,7 @@ class Settings:
     lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
     max_jobs: int = DEFAULT_MAX_JOBS
     max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
+    max_runs_in_flight: int = DEFAULT_MAX_RUNS_IN_FLIGHT
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
@@ -167,6 +172,7 @@ class Settings:
             lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
             max_jobs=_int(env, "TICKWORK_MAX_JOBS", DEFAULT_MAX_JOBS),
             max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
+            max_runs_in_flight=_bounded(env, "TICKWORK_MAX_RUNS_IN_FLIGHT", DEFAULT_MAX_RUNS_IN_FLIGHT),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from tickwork.dispatch.invoker import LambdaInvoker
 from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.inflight import InFlight
 from tickwork.interfaces import Invoker, Sender
 from tickwork.runs.sending import BoundedSender
 from tickwork.secrets.crypto import Keyring, KmsWrapper, LocalWrapper
@@ -39,6 +40,11 @@ class Services:
     def index(self) -> DueIndex:
         """The due index, in the deployment's namespace and shard count: the one every caller uses."""
         return DueIndex(self.redis, self.settings.namespace, self.settings.due_index_shards)
+
+    @functools.cached_property
+    def in_flight(self) -> InFlight:
+        """Each tenant's runs in flight (tickwork.dispatch.budget takes places, executors give them back)."""
+        return InFlight(self.redis, self.settings.namespace)
 
     def close(self) -> None:
         self.sender.close()

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork import metrics
+from tickwork.dispatch.budget import Budgets
 from tickwork.dueindex.entries import Claim, DueEntry
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
@@ -61,7 +62,8 @@ class TickResult:
     rebuilt: bool = False  # a step of rebuilding the index ran (the marker was missing)
     reindexed: int = 0  # jobs that step put back
     rebuild_ms: int = 0  # how long that step took
-    missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
+    missed: int = 0  # slots recorded missed (catch-up policy, a lost claim, or held back too long)
+    delayed: int = 0  # runs held back: their tenant was at max_runs_in_flight (tickwork.dispatch.budget)
     relayout_from: int | None = None  # the shard count this tick moved the index from
 
     def as_dict(self) -> dict[str, Any]:
@@ -69,7 +71,8 @@ class TickResult:
 
     def absorb(self, part: TickResult) -> None:
         """Add the counts of one shard's part of the tick."""
-        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed"):
+        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
+                     "delayed"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
@@ -155,6 +158,7 @@ class Poller:
         self.invoker: Invoker = svc.invoker
         self.index = svc.index
         self.rebuild = rebuild
+        self.budgets = Budgets(svc)
 
     def tick(self, now_ms: int, second: int | None = None) -> TickResult:
         """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
@@ -198,7 +202,7 @@ class Poller:
         settings = self.svc.settings
         horizon = now_ms + settings.lookahead_ms
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
-        writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]] = deque()  # each with its jobs
+        writes: deque[tuple[Future[TickResult], frozenset[str]]] = deque()  # each with its jobs
         try:
             while result.batches < MAX_BATCHES_PER_TICK:
                 intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
@@ -220,7 +224,7 @@ class Poller:
                 # earlier for a lost claim: so a batch holding a job still being written waits for it.
                 while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
                     self._collect(writes.popleft()[0], result)
-                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches), jobs))
+                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches, now_ms), jobs))
                 if not more:
                     return False  # everything left was claimed by someone else: nothing more for this tick
             return False
@@ -249,27 +253,36 @@ class Poller:
         return any(won) or bool(plan.missing_specs), slots, dispatches
 
     def _record_and_dispatch(
-        self, slots: list[executions_store.Slot], dispatches: list[Dispatch],
-    ) -> tuple[int, int, int]:
-        """Record won slots (only the inserted rows are dispatched) and hand the runs to executors;
-        returns (slots recorded missed, runs dispatched, Postgres round trips)."""
-        missed = 0
-        if slots:
+        self, slots: list[executions_store.Slot], dispatches: list[Dispatch], now_ms: int,
+    ) -> TickResult:
+        """Record won slots (only the inserted rows are dispatched), hand the runs their tenants' budgets
+        admit to executors (tickwork.dispatch.budget); returns what that counted for the tick."""
+        part = TickResult(locked=True)
+        if slots or any(d.kind == "run" for d in dispatches):
             with self.svc.db.connection() as conn:
-                recorded = executions_store.record_claims(conn, slots)
-            missed = recorded.missed
-            dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot)) for execution_id, _, slot in recorded.runs]
+                if slots:
+                    recorded = executions_store.record_claims(conn, slots)
+                    part.missed, part.postgres_round_trips = recorded.missed, 1
+                    dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot))
+                                               for execution_id, _, slot in recorded.runs]
+                dispatches = self._admit(conn, dispatches, now_ms, part)
         if dispatches:
             self.invoker.invoke(dispatches)
-        return missed, len(dispatches), 1 if slots else 0
+        part.dispatched = len(dispatches)
+        return part
 
-    def _collect(self, write: Future[tuple[int, int, int]], result: TickResult) -> None:
-        missed, dispatched, round_trips = write.result()
-        result.missed += missed
-        result.dispatched += dispatched
-        result.postgres_round_trips += round_trips
+    def _admit(self, conn: Any, dispatches: list[Dispatch], now_ms: int, part: TickResult) -> list[Dispatch]:
+        """The dispatches within their tenants' runs in flight; the others are held back, counted in `part`."""
+        admitted = self.budgets.admit(conn, dispatches, now_ms)
+        part.delayed, part.missed = admitted.delayed, part.missed + admitted.missed
+        part.postgres_round_trips += admitted.postgres_round_trips
+        part.redis_round_trips += admitted.redis_round_trips
+        return admitted.dispatches
 
-    def _collect_all(self, writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]],
+    def _collect(self, write: Future[TickResult], result: TickResult) -> None:
+        result.absorb(write.result())
+
+    def _collect_all(self, writes: deque[tuple[Future[TickResult], frozenset[str]]],
                      result: TickResult) -> None:
         """Wait for every write of the tick; the first failure is raised once none is left running."""
         failure: BaseException | None = None

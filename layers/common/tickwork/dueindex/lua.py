@@ -137,3 +137,36 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, 
 if KEYS[4] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[4]) end
 return {1, layout}
 """
+
+# Take places among each tenant's runs in flight (KEYS: one sorted set per tenant, member `<run>:<attempt>`
+# scored by when its place lapses). ARGV: now (ms), then per key its budget, how many members follow, and
+# (member, lapse ms) pairs. Places that lapsed are dropped first, so a place whose executor died is free
+# again at its lapse. A member already holding a place keeps it (a repeated dispatch of the same attempt).
+# The set itself expires with its last place (a TTL relative to ARGV's now: the callers' clock, not Redis's).
+# Returns 1 or 0 per member (taken or refused), then per key how many places are held afterwards.
+TAKE_PLACES = """
+local now, a, taken, held = tonumber(ARGV[1]), 2, {}, {}
+for k = 1, #KEYS do
+  local budget, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+  redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
+  local count = redis.call('ZCARD', KEYS[k])
+  for i = 1, n do
+    local member, lapse = ARGV[a], ARGV[a + 1]
+    a = a + 2
+    local holds = redis.call('ZSCORE', KEYS[k], member)
+    if holds or count < budget then
+      redis.call('ZADD', KEYS[k], lapse, member)
+      if not holds then count = count + 1 end
+      taken[#taken + 1] = 1
+    else
+      taken[#taken + 1] = 0
+    end
+  end
+  local last = redis.call('ZRANGE', KEYS[k], -1, -1, 'WITHSCORES')
+  if last[2] then redis.call('PEXPIRE', KEYS[k], math.max(1, tonumber(last[2]) - now)) end
+  held[#held + 1] = count
+end
+for k = 1, #held do taken[#taken + 1] = held[k] end
+return taken
+"""

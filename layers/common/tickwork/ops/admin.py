@@ -7,7 +7,8 @@ the only time it is seen in clear (only its digest is stored).
 {"admin": "set-quotas", "tenant": "<id or name>", "max_jobs": 5000, "max_runs_per_minute": null} overrides
 the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back to the deployment's default, a
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
-keep running; the next create, update or resume that would exceed it is refused.
+keep running; the next create, update or resume that would exceed it is refused. max_runs_in_flight (from 1)
+applies to the next runs dispatched (tickwork.dispatch.budget).
 {"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
 secret and sensitive job header with it (tickwork.secrets.vault.reencrypt_all); older keys stay to open anything
 written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
@@ -79,7 +80,7 @@ def set_quotas(pool: Any, settings: Settings, event: Mapping[str, Any]) -> dict[
 
 
 def _quota(name: str, raw: Any) -> int | None:
-    lowest = 1 if name == "min_interval_seconds" else 0
+    lowest = 1 if name in ("min_interval_seconds", "max_runs_in_flight") else 0
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or not lowest <= raw <= MAX_QUOTA:

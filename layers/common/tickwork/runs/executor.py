@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
+from redis.exceptions import RedisError
 
 from tickwork import metrics
 from tickwork.dueindex.index import DueIndex
@@ -346,13 +347,26 @@ def run_headers(run: StartedExecution) -> dict[str, str]:
     }
 
 
+def give_back(svc: Services, runs: Sequence[Dispatch]) -> None:
+    """The runs ended (or never started): their places among their tenants' runs in flight are free again
+    (tickwork.dispatch.budget). Failing that, each place lapses on its own: nothing to retry here."""
+    try:
+        svc.in_flight.release(runs)
+    except RedisError:
+        logger.warning("could not give back places among runs in flight: they lapse instead",
+                       extra={"execution_ids": [d.execution_id for d in runs if d.tenant_id]})
+
+
 def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
     """Runs first, then notifications (a notification target never delays a run); outcomes in event order."""
     try:
         executor = Executor(svc, http_client(svc.settings))
         runs = [d for d in dispatches if d.kind == "run"]
         notes = [d for d in dispatches if d.kind == "notification"]
-        outcomes = iter(executor.run(runs))
+        try:
+            outcomes = iter(executor.run(runs))
+        finally:
+            give_back(svc, runs)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
         return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
                              if d.kind in ("run", "notification")]}

@@ -1,0 +1,146 @@
+"""A tenant's runs in flight (max_runs_in_flight) against real Postgres and Redis: the runs past it wait,
+recorded, while another tenant's all go out; they go out once places free, or when places lapse."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tests.integration.helpers import due_index, executor_at, insert_job
+from tests.support import FakeClock, score_of
+from tickwork.dispatch.poller import Poller
+from tickwork.models import Dispatch
+from tickwork.ops import admin
+from tickwork.ops.maintenance import redispatch_awaiting
+from tickwork.runs import executor
+from tickwork.store.tenants import create_tenant
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+DAILY = "0 0 12 * * *"  # fires at T0 and not again within any of these tests
+DELAYED_2 = "delayed: tenant has 2 runs in flight (max_runs_in_flight 2)"
+
+
+def tenant(svc: Services, name: str, max_runs_in_flight: int | None = None) -> str:
+    with svc.db.connection() as conn:
+        tenant_id = create_tenant(conn, name)
+    if max_runs_in_flight is not None:
+        admin.set_quotas(svc.db, svc.settings, {"tenant": name, "max_runs_in_flight": max_runs_in_flight})
+    return tenant_id
+
+
+def runs(svc: Services, tenant_id: str) -> dict[str, tuple[Any, ...]]:
+    """The tenant's runs by id: (status, last_error)."""
+    with svc.db.connection() as conn:
+        rows = conn.execute("SELECT id::text, status, last_error FROM executions WHERE tenant_id = %s",
+                            (tenant_id,)).fetchall()
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
+def dispatched(invoker: Any, tenant_runs: dict[str, Any]) -> list[Dispatch]:
+    return [d for d in invoker.dispatches if d.execution_id in tenant_runs]
+
+
+def test_a_tenant_past_its_runs_in_flight_waits_and_another_tenant_does_not(services: Services, invoker, target) -> None:
+    a, b = tenant(services, "a", max_runs_in_flight=2), tenant(services, "b")
+    a_jobs = [insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, url=f"{target.url}/a") for _ in range(4)]
+    for _ in range(4):
+        insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=b, url=f"{target.url}/b")
+
+    result = Poller(services).tick(to_ms(T0) + 50)
+    a_runs, b_runs = runs(services, a), runs(services, b)
+    assert len(a_runs) == 4 and len(b_runs) == 4
+    assert len(dispatched(invoker, b_runs)) == 4  # the other tenant: every run goes out
+    first = dispatched(invoker, a_runs)
+    assert len(first) == 2 and all(d.tenant_id == a for d in first)
+    held = sorted(set(a_runs) - {d.execution_id for d in first})
+    assert [a_runs[i] for i in held] == [("queued", DELAYED_2)] * 2
+    assert result.delayed == 2 and result.dispatched == 6
+
+    # While A's first two are in flight (their target has not answered), its others keep waiting.
+    Poller(services).tick(to_ms(T0) + 1100)
+    assert len(dispatched(invoker, a_runs)) == 2
+
+    # A's first two end: their executor gives their places back, and the waiting runs go out.
+    clock = FakeClock(T0)
+    executor_at(services, clock).run(first)
+    executor.give_back(services, first)
+    Poller(services).tick(to_ms(T0) + 2200)
+    every = dispatched(invoker, a_runs)
+    assert sorted(d.execution_id for d in every[2:]) == held
+    # Nothing lost, nothing twice: one run per job and slot, each handed to an executor once.
+    assert sorted(d.execution_id for d in every) == sorted(a_runs)
+    assert len(runs(services, a)) == len(a_jobs)
+    assert {runs(services, a)[i][0] for i in held} == {"queued"}
+
+
+def test_a_place_whose_executor_died_lapses(services: Services, invoker) -> None:
+    """The executor of A's only place never reports: the place frees itself at the attempt's latest end
+    (the longest request plus the lost margin after its instant), and the run held back then goes out."""
+    a = tenant(services, "a", max_runs_in_flight=1)
+    for _ in range(2):
+        insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)
+    Poller(services).tick(to_ms(T0) + 50)
+    assert len(invoker.dispatches) == 1
+    lapse_ms = (services.settings.max_request_timeout_seconds + services.settings.lost_margin_seconds) * 1000
+
+    Poller(services).tick(to_ms(T0) + lapse_ms - 30_000)
+    assert len(invoker.dispatches) == 1
+    Poller(services).tick(to_ms(T0) + lapse_ms + 1_000)
+    assert len(invoker.dispatches) == 2
+    assert len({d.execution_id for d in invoker.dispatches}) == 2
+
+
+def test_the_executor_gives_its_places_back_whatever_became_of_the_run(services: Services) -> None:
+    a = tenant(services, "a")
+    place = Dispatch("11111111-1111-1111-1111-111111111111", 1, to_ms(T0), tenant_id=a)
+    services.in_flight.redis.zadd(services.in_flight.key(a), {f"{place.execution_id}:1": to_ms(T0) + 180_000})
+    assert executor.handle_event(services, [place]) == {"outcomes": ["duplicate"]}  # no such run: it never started
+    assert services.redis.zcard(services.in_flight.key(a)) == 0
+
+
+def test_the_sweeper_leaves_a_delayed_run_where_it_waits(services: Services) -> None:
+    a = tenant(services, "a", max_runs_in_flight=1)
+    for _ in range(2):
+        insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)
+    Poller(services).tick(to_ms(T0) + 50)
+    (waiting,) = [i for i, (status, note) in runs(services, a).items() if note]
+    member = f"e:{waiting}:1"
+    due = score_of(due_index(services), member)
+    assert due == to_ms(T0) + 1050
+    (sent,) = [i for i in runs(services, a) if i != waiting]
+    with services.db.connection() as conn:
+        conn.execute("UPDATE executions SET created_at = %s WHERE tenant_id = %s", (T0, a))
+        # Only the run whose executor never started it is re-dispatched; the one waiting stays as it was.
+        assert redispatch_awaiting(conn, due_index(services), T0 + timedelta(minutes=2), services.settings) == 1
+    assert score_of(due_index(services), f"e:{sent}:1") == to_ms(T0 + timedelta(minutes=2))
+    assert score_of(due_index(services), member) == due
+
+
+def test_a_run_held_back_past_its_catch_up_window_is_missed_not_fired(services: Services, invoker) -> None:
+    a = tenant(services, "a", max_runs_in_flight=1)
+    for _ in range(2):
+        insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)
+    Poller(services).tick(to_ms(T0) + 50)
+    Poller(services).tick(to_ms(T0) + 301_000)  # the place has lapsed, but the default window is 300 s
+    assert len(invoker.dispatches) == 1
+    statuses = sorted(runs(services, a).values(), key=lambda row: row[0])
+    assert statuses[0] == ("missed", "missed: held back by the tenant's max_runs_in_flight past the job's "
+                                     "catch-up window (300 s)")
+    assert statuses[1] == ("queued", None)
+
+
+def test_catch_up_latest_runs_only_the_latest_of_the_slots_held_back(services: Services, invoker) -> None:
+    a = tenant(services, "a", max_runs_in_flight=1)
+    insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)  # takes the only place, and keeps it
+    T10, T20 = T0 + timedelta(seconds=10), T0 + timedelta(seconds=20)
+    every_10s = insert_job(services, schedule="*/10 * * * * *", next_run_at=T10, tenant_id=a)
+    Poller(services).tick(to_ms(T0) + 50)
+    Poller(services).tick(to_ms(T0) + 9_000)  # the slot at T10 is held back
+    Poller(services).tick(to_ms(T0) + 19_000)  # the slot at T20 is claimed: T10's run would only be late now
+    with services.db.connection() as conn:
+        rows = conn.execute("SELECT scheduled_for, status, last_error FROM executions WHERE job_id = %s"
+                            " ORDER BY scheduled_for", (every_10s,)).fetchall()
+    assert [(r[0], r[1]) for r in rows] == [(T10, "missed"), (T20, "queued")]
+    assert "catch-up latest" in rows[0][2] and rows[1][2] == "delayed: tenant has 1 runs in flight (max_runs_in_flight 1)"
+    assert len(invoker.dispatches) == 1
