@@ -11,7 +11,7 @@ import boto3
 from moto import mock_aws
 
 from tickwork.dispatch.invoker import EARLY_LEAD_MS, MAX_EARLY_GROUP_SIZE, LambdaInvoker, group_dispatches
-from tickwork.models import Dispatch, dispatches_from_event
+from tickwork.models import Dispatch, dispatches_from_event, executor_event
 from tickwork.settings import DEFAULT_BATCH_SIZE
 from tickwork_local.executors import ThreadPoolInvoker
 
@@ -112,3 +112,11 @@ def test_the_lambda_invoker_groups_by_lead_on_its_clock() -> None:
     client, calls = _executor_function()
     LambdaInvoker(client, "tickwork-executor", clock_ms=lambda: NOW_MS).invoke(_due(1000, lead_ms=6_500))
     assert sorted(len(dispatches_from_event(json.loads(c["body"]))) for c in calls) == [MAX_EARLY_GROUP_SIZE] * 4
+
+
+def test_the_executor_event_carries_the_tenant_whose_place_a_run_holds() -> None:
+    held = Dispatch("r1", 2, 1_000, tenant_id="t1")
+    assert dispatches_from_event(json.loads(json.dumps(executor_event([held])))) == [held]
+    # A run holding no place is written as before the quota existed.
+    assert executor_event([Dispatch("r2", 1, 1_000)]) == {"dispatches": [{"execution_id": "r2", "attempt": 1,
+                                                                          "fire_at_ms": 1_000}]}
