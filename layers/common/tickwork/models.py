@@ -35,8 +35,8 @@ class Dispatch:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Dispatch:
-        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]), str(raw.get("kind", "run")),
-                   str(raw.get("tenant_id", "")))
+        return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]),
+                   str(raw.get("kind", "run")), str(raw.get("tenant_id", "")))
 
 
 def executor_event(dispatches: list[Dispatch]) -> dict[str, Any]:

@@ -41,9 +41,12 @@ def dispatched(invoker: Any, tenant_runs: dict[str, Any]) -> list[Dispatch]:
     return [d for d in invoker.dispatches if d.execution_id in tenant_runs]
 
 
-def test_a_tenant_past_its_runs_in_flight_waits_and_another_tenant_does_not(services: Services, invoker, target) -> None:
+def test_a_tenant_past_its_runs_in_flight_waits_and_another_tenant_does_not(
+    services: Services, invoker: Any, target: Any,
+) -> None:
     a, b = tenant(services, "a", max_runs_in_flight=2), tenant(services, "b")
-    a_jobs = [insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, url=f"{target.url}/a") for _ in range(4)]
+    a_jobs = [insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, url=f"{target.url}/a")
+              for _ in range(4)]
     for _ in range(4):
         insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=b, url=f"{target.url}/b")
 
@@ -142,5 +145,6 @@ def test_catch_up_latest_runs_only_the_latest_of_the_slots_held_back(services: S
         rows = conn.execute("SELECT scheduled_for, status, last_error FROM executions WHERE job_id = %s"
                             " ORDER BY scheduled_for", (every_10s,)).fetchall()
     assert [(r[0], r[1]) for r in rows] == [(T10, "missed"), (T20, "queued")]
-    assert "catch-up latest" in rows[0][2] and rows[1][2] == "delayed: tenant has 1 runs in flight (max_runs_in_flight 1)"
+    assert "catch-up latest" in rows[0][2]
+    assert rows[1][2] == "delayed: tenant has 1 runs in flight (max_runs_in_flight 1)"
     assert len(invoker.dispatches) == 1

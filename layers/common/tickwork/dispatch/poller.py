@@ -1,10 +1,11 @@
 """One poller tick: claim what is due, record each slot once in Postgres, hand the new runs to executors.
 
 Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
-number of jobs in it. The Redis claim only decides who advances a job's score; the unique execution row
-decides who dispatches, so two pollers at once never run a slot twice. With several due-index shards
-(tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard; how far ahead it
-claims grows for the seconds many runs share (tickwork.rules.lookahead).
+number of jobs in it, and for its runs' tenants' runs in flight (tickwork.dispatch.budget) one more of each,
+and one of each again when some are held back. The Redis claim only decides who advances a job's score; the
+unique execution row decides who dispatches, so two pollers at once never run a slot twice. With several
+due-index shards (tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard;
+how far ahead it claims grows for the seconds many runs share (tickwork.rules.lookahead).
 """
 from __future__ import annotations
 
