@@ -22,8 +22,8 @@ class Dispatch:
     fire_at_ms: int
     kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications.events)
     # The tenant whose runs in flight this dispatch counts among (tickwork.dispatch.budget): its executor gives
-    # the place back when it ends. Empty: it holds none.
-    tenant_id: str = ""
+    # the place back when it ends. Empty: it holds none. Bookkeeping, not what is dispatched: not compared.
+    tenant_id: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}

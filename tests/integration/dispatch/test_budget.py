@@ -94,12 +94,25 @@ def test_a_place_whose_executor_died_lapses(services: Services, invoker) -> None
     assert len({d.execution_id for d in invoker.dispatches}) == 2
 
 
-def test_the_executor_gives_its_places_back_whatever_became_of_the_run(services: Services) -> None:
+def test_the_executor_gives_places_back_except_for_a_duplicate_delivery(services: Services) -> None:
+    """A run skipped by its overlap policy gives its place back; a duplicate delivery of an attempt another
+    executor is running does not take that executor's place away (it gives it back when it ends)."""
     a = tenant(services, "a")
-    place = Dispatch("11111111-1111-1111-1111-111111111111", 1, to_ms(T0), tenant_id=a)
-    services.in_flight.redis.zadd(services.in_flight.key(a), {f"{place.execution_id}:1": to_ms(T0) + 180_000})
-    assert executor.handle_event(services, [place]) == {"outcomes": ["duplicate"]}  # no such run: it never started
-    assert services.redis.zcard(services.in_flight.key(a)) == 0
+    job_id = insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, index=False)
+    running, queued = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET overlap = 'skip' WHERE id = %s", (job_id,))
+        for run_id, slot, status, attempts in [(running, T0, "running", 1),
+                                               (queued, T0 + timedelta(days=1), "queued", 0)]:
+            conn.execute("INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status,"
+                         " attempt_count) VALUES (%s, %s, %s, %s, 'schedule', %s, %s)",
+                         (run_id, a, job_id, slot, status, attempts))
+    key = services.in_flight.key(a)
+    services.redis.zadd(key, {f"{running}:1": to_ms(T0) + 180_000, f"{queued}:1": to_ms(T0) + 180_000})
+    # Their instants long past on any date: the executor sends (or skips) at once.
+    event = [Dispatch(running, 1, 0, tenant_id=a), Dispatch(queued, 1, 0, tenant_id=a)]
+    assert executor.handle_event(services, event) == {"outcomes": ["duplicate", "skipped"]}
+    assert services.redis.zrange(key, 0, -1) == [f"{running}:1"]
 
 
 def test_the_sweeper_leaves_a_delayed_run_where_it_waits(services: Services) -> None:

@@ -116,7 +116,8 @@ def test_the_lambda_invoker_groups_by_lead_on_its_clock() -> None:
 
 def test_the_executor_event_carries_the_tenant_whose_place_a_run_holds() -> None:
     held = Dispatch("r1", 2, 1_000, tenant_id="t1")
-    assert dispatches_from_event(json.loads(json.dumps(executor_event([held])))) == [held]
+    (received,) = dispatches_from_event(json.loads(json.dumps(executor_event([held]))))
+    assert (received, received.tenant_id) == (held, "t1")
     # A run holding no place is written as before the quota existed.
     assert executor_event([Dispatch("r2", 1, 1_000)]) == {"dispatches": [{"execution_id": "r2", "attempt": 1,
                                                                           "fire_at_ms": 1_000}]}

@@ -347,9 +347,12 @@ def run_headers(run: StartedExecution) -> dict[str, str]:
     }
 
 
-def give_back(svc: Services, runs: Sequence[Dispatch]) -> None:
+def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] | None = None) -> None:
     """The runs ended (or never started): their places among their tenants' runs in flight are free again
-    (tickwork.dispatch.budget). Failing that, each place lapses on its own: nothing to retry here."""
+    (tickwork.dispatch.budget), but for a 'duplicate': another delivery of the same attempt may be running
+    it, and gives the place back when it ends. Failing that, each place lapses on its own."""
+    if outcomes is not None:
+        runs = [d for d, outcome in zip(runs, outcomes) if outcome != "duplicate"]
     try:
         svc.in_flight.release(runs)
     except RedisError:
@@ -363,10 +366,12 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
         executor = Executor(svc, http_client(svc.settings))
         runs = [d for d in dispatches if d.kind == "run"]
         notes = [d for d in dispatches if d.kind == "notification"]
+        ran: list[str] | None = None  # None: the runs' outcomes are unknown, every place is given back
         try:
-            outcomes = iter(executor.run(runs))
+            ran = executor.run(runs)
         finally:
-            give_back(svc, runs)
+            give_back(svc, runs, ran)
+        outcomes = iter(ran)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
         return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
                              if d.kind in ("run", "notification")]}
