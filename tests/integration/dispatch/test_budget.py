@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from tests.integration.helpers import due_index, executor_at, insert_job
 from tests.support import FakeClock, score_of
 from tickwork.dispatch.poller import Poller
@@ -14,7 +16,7 @@ from tickwork.ops.maintenance import redispatch_awaiting
 from tickwork.runs import executor
 from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import to_ms
-from tickwork.wiring import Services
+from tickwork.wiring import Services, build_services
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 DAILY = "0 0 12 * * *"  # fires at T0 and not again within any of these tests
@@ -161,3 +163,32 @@ def test_catch_up_latest_runs_only_the_latest_of_the_slots_held_back(services: S
     assert "catch-up latest" in rows[0][2]
     assert rows[1][2] == "delayed: tenant has 1 runs in flight (max_runs_in_flight 1)"
     assert len(invoker.dispatches) == 1
+
+
+class _FailingInvoker:
+    def invoke(self, dispatches: Any) -> None:
+        raise RuntimeError("Lambda refused the invoke")
+
+
+def test_a_poller_that_fails_after_taking_places_delays_the_run_and_never_counts_it_twice(
+    services: Services, invoker: Any,
+) -> None:
+    """Break: the invoke fails after the run's place was taken. Must hold: the run stays queued, the sweeper
+    puts its dispatch back, and it then goes out once, in the place it already holds (its tenant's only one)."""
+    a = tenant(services, "a", max_runs_in_flight=1)
+    insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)
+    failing = build_services(services.settings, invoker=_FailingInvoker())
+    try:
+        with pytest.raises(RuntimeError):
+            Poller(failing).tick(to_ms(T0) + 50)
+    finally:
+        failing.close()
+    ((run_id, (status, _)),) = runs(services, a).items()
+    assert status == "queued" and invoker.dispatches == []
+    later = T0 + timedelta(seconds=services.settings.sweep_after_seconds + 1)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE executions SET created_at = %s WHERE id = %s", (T0, run_id))
+        assert redispatch_awaiting(conn, due_index(services), later, services.settings) == 1
+    Poller(services).tick(to_ms(later))
+    assert [(d.execution_id, d.tenant_id) for d in invoker.dispatches] == [(run_id, a)]
+    assert services.redis.zcard(services.in_flight.key(a)) == 1
