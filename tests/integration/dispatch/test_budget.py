@@ -192,3 +192,21 @@ def test_a_poller_that_fails_after_taking_places_delays_the_run_and_never_counts
     Poller(services).tick(to_ms(later))
     assert [(d.execution_id, d.tenant_id) for d in invoker.dispatches] == [(run_id, a)]
     assert services.redis.zcard(services.in_flight.key(a)) == 1
+
+
+def test_a_stale_dispatch_of_an_attempt_already_made_takes_no_place(services: Services, invoker: Any) -> None:
+    """A retry's dispatch next to a stale one of the attempt before it (a sweeper's copy): only the retry,
+    which its run waits for, holds a place; the stale one goes to an executor as ever, which calls it a duplicate."""
+    a = tenant(services, "a", max_runs_in_flight=5)
+    job_id = insert_job(services, schedule=DAILY, next_run_at=T0 + timedelta(days=1), tenant_id=a)
+    run_id = "33333333-3333-3333-3333-333333333333"
+    with services.db.connection() as conn:
+        conn.execute("INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, attempt_count,"
+                     " next_attempt_at) VALUES (%s, %s, %s, %s, 'schedule', 'retrying', 1, %s)",
+                     (run_id, a, job_id, T0, T0))
+    index = due_index(services)
+    index.schedule_execution(run_id, 1, to_ms(T0))
+    index.schedule_execution(run_id, 2, to_ms(T0))
+    Poller(services).tick(to_ms(T0) + 50)
+    assert sorted((d.attempt, d.tenant_id) for d in invoker.dispatches) == [(1, ""), (2, a)]
+    assert services.redis.zrange(services.in_flight.key(a), 0, -1) == [f"{run_id}:2"]

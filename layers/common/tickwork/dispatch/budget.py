@@ -58,7 +58,7 @@ class Budgets:
         seats: list[tuple[Seat, WaitingRun]] = []
         missed: list[tuple[Dispatch, str]] = []
         for d in dispatches:
-            run = waiting.get(d.execution_id) if d.kind == "run" else None
+            run = waiting.get((d.execution_id, d.attempt)) if d.kind == "run" else None
             too_late = None if run is None or run.held is None else budget.missed_note(run.held, now_ms)
             if run is None:
                 admitted.dispatches.append(d)

@@ -14,7 +14,7 @@ from tickwork.timeutil import to_ms
 # max_runs_in_flight, and, for a first run of a slot held back before, what its job's catch-up policy needs
 # (whether a later slot is recorded: one primary-key range probe, only for such runs).
 _RUNS = """
-SELECT e.id::text, e.tenant_id::text, t.max_runs_in_flight, e.scheduled_for, e.delayed_at, j.catchup,
+SELECT e.id::text, r.attempt, e.tenant_id::text, t.max_runs_in_flight, e.scheduled_for, e.delayed_at, j.catchup,
        j.catchup_window_seconds,
        CASE WHEN e.delayed_at IS NOT NULL AND e.trigger = 'schedule' AND r.attempt = 1 AND j.catchup = 'latest'
             THEN EXISTS (SELECT 1 FROM executions n WHERE n.job_id = e.job_id AND n.scheduled_for > e.scheduled_for
@@ -54,14 +54,14 @@ class WaitingRun:
     held: HeldBack | None  # set for a first run of a schedule slot held back before
 
 
-def waiting_runs(conn: Any, attempts: Sequence[tuple[str, int]]) -> dict[str, WaitingRun]:
-    """Of these (execution id, attempt), the runs still waiting for that attempt, by execution id (an id
-    that is no uuid, a due index member nothing wrote, is none)."""
+def waiting_runs(conn: Any, attempts: Sequence[tuple[str, int]]) -> dict[tuple[str, int], WaitingRun]:
+    """Of these (execution id, attempt), the runs still waiting for that attempt, by (execution id, attempt)
+    (an id that is no uuid, a due index member nothing wrote, is none)."""
     attempts = [a for a in attempts if _is_uuid(a[0])]
     if not attempts:
         return {}
     rows = conn.execute(_RUNS, {"ids": [a[0] for a in attempts], "attempts": [a[1] for a in attempts]}).fetchall()
-    return {row[0]: _waiting(*row) for row in rows}
+    return {(row[0], row[1]): _waiting(row[0], *row[2:]) for row in rows}
 
 
 def _is_uuid(raw: str) -> bool:
