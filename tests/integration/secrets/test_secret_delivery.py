@@ -139,6 +139,23 @@ def test_an_unknown_secret_fails_the_attempt_without_retrying(
     assert [(a[0], a[4]) for a in attempts(services, run[0])] == [(1, "unknown secret TOKEN")]
 
 
+def test_a_job_saved_before_the_bounds_fails_its_attempt_without_building_or_retrying_it(
+    services: Services, target: Target, tenant: str, now: datetime,
+) -> None:
+    """#22: the job of the issue (8 KiB secrets, a 64K body of references: ~45 MB) stored before the API
+    refused it; the executor stops at the bound and records why, without the value, and does not retry."""
+    big = "v" * vault.MAX_VALUE_BYTES
+    vault.put_secret(_scope(services, tenant, now), "BIG", big)
+    body = "${secrets.BIG}" * (64 * 1024 // len("${secrets.BIG}"))
+    job_id = _job(services, tenant, now, target, body=body,
+                  retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
+    assert _run(services, job_id, FakeClock(now)) == ["failed"]
+    assert target.requests == []
+    (run,) = executions(services, job_id)
+    ((number, _, _, _, error),) = attempts(services, run[0])
+    assert (number, error) == (1, "refused: the body would be over 1048576 bytes with the secrets in")
+
+
 def test_a_secret_in_the_url_goes_through_the_ssrf_guard_after_interpolation(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:

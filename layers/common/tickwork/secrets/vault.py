@@ -81,6 +81,17 @@ def check_references(conn: Any, tenant_id: str, request: Mapping[str, Any]) -> N
             raise InvalidInputError(field_name, f"unknown secret {name}")
 
 
+def check_size(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
+    """A job's request must fit the bounds of what it may expand to with its secrets at their largest
+    (tickwork.secrets.interpolation): 400 naming the field. Stored sealed headers an update keeps are opened
+    to be measured (their ciphertext is longer than what is sent, and hides any reference)."""
+    headers = request.get("headers") or {}
+    if any(is_sealed(v) for v in headers.values()):
+        opened = opened_headers(require_keyring(keyring), PgKeyStore(conn), tenant_id, job_id, headers)
+        request = {**request, "headers": opened}
+    interpolation.check_worst_case(request, MAX_VALUE_BYTES)
+
+
 # ---------------------------------------------------------------- signing secrets
 
 def signing_secret(scope: Scope) -> str:
