@@ -550,13 +550,17 @@ def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[s
 def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resources: dict[str, Any]) -> None:
     assert _rules(resources, "Ingress", "FunctionSecurityGroup") == []
     egress = _rules(resources, "Egress", "FunctionSecurityGroup")
-    to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
-    assert to_internet == [80, 443]
+    # 443 (the AWS APIs) always; the other target ports one conditional rule each, slot N of TargetPorts
+    # (evaluated in tests/unit/test_template_operations.py).
+    to_internet = [r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0"]
+    assert to_internet[0] == 443 and len(to_internet) == 6
+    slots = {f"FunctionToTargetPort{i}": f"TargetPort{i}" for i in range(1, 6)}
+    assert {name: resources[name]["Condition"] for name in slots} == slots
     to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
     assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup"),
                          (5432, "DatabaseProxySecurityGroup")}
     assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
-    assert len(egress) == 5
+    assert len(egress) == 9
 
 
 def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:

@@ -81,6 +81,12 @@ class Stack:
                 return self.value(arg[1]) in self.value(arg[0])
             if fn == "Fn::If":
                 return self.value(arg[1] if self.condition(arg[0]) else arg[2])
+            if fn == "Fn::Select":
+                return self.value(arg[1])[int(arg[0])]
+            if fn == "Fn::Split":
+                return self.value(arg[1]).split(arg[0])
+            if fn == "Fn::Sub" and isinstance(arg, str) and set(re.findall(r"\$\{(\w+)\}", arg)) <= set(self.params):
+                return re.sub(r"\$\{(\w+)\}", lambda m: self.params[m.group(1)], arg)  # parameters only
         return node
 
     def condition(self, name: str) -> bool:
@@ -329,6 +335,33 @@ def test_functions_verify_the_database_certificate_by_default(default: Stack) ->
     for function in ("ApiFunction", "PollerFunction", "ExecutorFunction"):
         env = default.resources()[function]["Properties"]["Environment"]["Variables"]
         assert env["DATABASE_SSLMODE"] == {"Ref": "DatabaseSslMode"}
+
+
+@pytest.mark.parametrize(("ports", "open_ports"), [
+    (None, [80, 443]),  # the default, "80,443"
+    ("443", [443]),  # 443 stays open for the AWS APIs, once
+    ("8443,80", [80, 443, 8443]),
+    ("80,443,8080,8443,9000", [80, 443, 8080, 8443, 9000]),
+])
+def test_the_functions_security_group_lets_out_the_target_ports_the_functions_allow(
+    ports: str | None, open_ports: list[int],
+) -> None:
+    """#22: a target port the security group drops would hang a run until its timeout; the API and the
+    executor allow exactly TargetPorts (TICKWORK_TARGET_PORTS), the group lets those out."""
+    stack = Stack() if ports is None else Stack(TargetPorts=ports)
+    group = {"Ref": "FunctionSecurityGroup"}
+    rules = stack.resources()["FunctionSecurityGroup"]["Properties"]["SecurityGroupEgress"] + [
+        {k: stack.value(v) for k, v in r["Properties"].items()} for r in stack.resources().values()
+        if r["Type"] == "AWS::EC2::SecurityGroupEgress" and r["Properties"]["GroupId"] == group
+        and "CidrIp" in r["Properties"]]
+    assert sorted(int(r["FromPort"]) for r in rules) == open_ports
+    assert all(r["FromPort"] == r["ToPort"] and r["CidrIp"] == "0.0.0.0/0" for r in rules)
+    assert stack.params["TargetPorts"] == (ports or "80,443")
+    for function in ("ApiFunction", "ExecutorFunction"):
+        env = stack.resources()[function]["Properties"]["Environment"]["Variables"]
+        assert env["TICKWORK_TARGET_PORTS"] == {"Ref": "TargetPorts"}
+    pattern = re.compile(stack.template["Parameters"]["TargetPorts"]["AllowedPattern"])
+    assert pattern.match(ports or "80,443") and not pattern.match("80,443,1,2,3,4") and not pattern.match("80,")
 
 
 def test_the_api_stage_is_throttled(default: Stack) -> None:

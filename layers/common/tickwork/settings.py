@@ -59,6 +59,9 @@ DEFAULT_DB_POOL_SIZE = 4
 # Generous beside the slowest normal call (a claim of 10,000 runs takes ~0.1 s, a rebuild page less).
 DEFAULT_REDIS_TIMEOUT_SECONDS = 5
 DEFAULT_DB_CONNECT_TIMEOUT_SECONDS = 5
+# Target ports a job may use; empty: any. The local runtime and tests send to servers on random ports; the
+# template sets the ports the functions' security group lets out (its TargetPorts, 80 and 443 by default).
+DEFAULT_TARGET_PORTS: tuple[int, ...] = ()
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -135,6 +138,9 @@ class Settings:
     # Open each run's connection ahead of its instant (only the write is left for the instant); off: connect
     # at the instant, which costs a TCP (and TLS) handshake of lag on every run.
     connect_ahead: bool = True
+    # The only ports a target URL may use (a request to another would wait for its timeout at the security
+    # group); empty: any.
+    target_ports: tuple[int, ...] = DEFAULT_TARGET_PORTS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -185,6 +191,7 @@ class Settings:
             operator_topic_arn=env.get("OPERATOR_TOPIC_ARN", ""),
             target_ca_bundle=_readable_file(env, "TICKWORK_TARGET_CA_BUNDLE"),
             connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
+            target_ports=_ports(env, "TICKWORK_TARGET_PORTS"),
         )
 
 
@@ -200,6 +207,20 @@ def _readable_file(env: Mapping[str, str], name: str) -> str:
     if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
         raise ConfigurationError(f"{name} names {path!r}, which is not a readable file")
     return path
+
+
+def _ports(env: Mapping[str, str], name: str) -> tuple[int, ...]:
+    """A comma-separated list of TCP ports (`80,443`), sorted and each once; empty: DEFAULT_TARGET_PORTS."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return DEFAULT_TARGET_PORTS
+    try:
+        ports = {int(part) for part in raw.split(",")}
+    except ValueError:
+        ports = {0}
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ConfigurationError(f"{name} must be port numbers separated by commas (e.g. 80,443), got {raw!r}")
+    return tuple(sorted(ports))
 
 
 def _require_database(env: Mapping[str, str]) -> None:

@@ -285,7 +285,7 @@ def _merged_request(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict
 def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str, Any]:
     """The request as stored: URL through the SSRF guard, timeout within the deployment's cap, method set."""
     checked = dict(request)
-    checked["url"] = validate_target_url(request["url"], settings.allow_private_targets)
+    checked["url"] = validate_target_url(request["url"], settings.allow_private_targets, settings.target_ports)
     if request.get("timeout_seconds", 0) > settings.max_request_timeout_seconds:
         raise InvalidInputError(
             "request.timeout_seconds", f"must be at most {settings.max_request_timeout_seconds} seconds"
@@ -303,7 +303,7 @@ def _checked_notify(settings: Settings, notify: Mapping[str, Any] | None) -> dic
     if notify is None:
         return None
     try:
-        url = validate_target_url(notify["url"], settings.allow_private_targets)
+        url = validate_target_url(notify["url"], settings.allow_private_targets, settings.target_ports)
     except UnsafeTargetError as exc:
         raise UnsafeTargetError(exc.message, "notify.url") from None
     except InvalidInputError as exc:
