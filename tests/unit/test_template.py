@@ -670,7 +670,7 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
 
 
-def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transformed: dict[str, Any]) -> None:
+def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_make_data_keys(transformed: dict[str, Any]) -> None:
     resources = transformed["Resources"]
     key = resources["SecretsKey"]["Properties"]
     assert key["EnableKeyRotation"] is True
@@ -679,10 +679,14 @@ def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transf
     (use,) = resources["SecretsKeyUsePolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert set(use["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
     assert use["Resource"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
-    attached = {"Ref": "SecretsKeyUsePolicy"}
+    (unwrap,) = resources["SecretsKeyDecryptPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert (unwrap["Action"], unwrap["Resource"]) == ("kms:Decrypt", use["Resource"])
     for function in FUNCTIONS:
         role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
-        assert (attached in resources[role]["Properties"]["ManagedPolicyArns"]) == (function != "PollerFunction")
+        policies = resources[role]["Properties"]["ManagedPolicyArns"]
+        assert ({"Ref": "SecretsKeyUsePolicy"} in policies) == (function != "PollerFunction")
+        # The maintenance pass finishes re-encryption after a rotation (tickwork.secrets.vault.reseal_unsettled).
+        assert ({"Ref": "SecretsKeyDecryptPolicy"} in policies) == (function == "PollerFunction")
         env = resources[function]["Properties"]["Environment"]["Variables"]
         assert env["TICKWORK_KMS_KEY_ID"] == {"Ref": "SecretsKey"}
 

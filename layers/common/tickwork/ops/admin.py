@@ -8,9 +8,10 @@ the only time it is seen in clear (only its digest is stored).
 the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back to the deployment's default, a
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
 keep running; the next create, update or resume that would exceed it is refused.
-{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
-secret and sensitive job header with it (tickwork.secrets.vault.reencrypt_all); older keys stay to open anything
-written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
+{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts secrets, signing secrets and
+sensitive job headers with it, in short batches for at most 10 s (tickwork.secrets.vault.rotate_data_key); the
+maintenance pass re-encrypts what is left, and what an environment that had not yet seen the new key wrote
+meanwhile. The answer counts what moved and what is left (`remaining`); older keys stay to open it.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.notifications.sweep).
 3. Prune finished runs older than the retention, a batch at a time, and Idempotency-Keys older than 24 hours.
+4. Re-encrypt onto the newest data key what a rotation left (tickwork.secrets.vault.reseal_unsettled).
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
 one-shot member that the executor's conditional start makes harmless when it is a duplicate, and an
@@ -31,6 +32,7 @@ from tickwork.models import Dispatch
 from tickwork.notifications import sweep
 from tickwork.rules import retry
 from tickwork.runs import bounds, ends
+from tickwork.secrets import vault
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
@@ -69,6 +71,8 @@ class MaintenanceReport:
     notifications_redispatched: int = 0
     notifications_lost: int = 0
     notifications_pruned: int = 0
+    resealed: int = 0
+    reseal_remaining: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,6 +103,7 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             report.pruned = prune(conn, now, svc.settings.retention_days)
             report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, MAX_BATCHES)
             report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days)
+        reseal(svc, report)
     finally:
         index.release_maintenance_lock(token)
     return report
@@ -216,6 +221,16 @@ def end_attempt(
     if released is not None:
         index.schedule_execution(released, 1, to_ms(now))
     return True
+
+
+# ---------------------------------------------------------------- re-encryption
+
+def reseal(svc: Services, report: MaintenanceReport) -> None:
+    """Finish a data key rotation the admin call started (or one a killed call left), a little each pass."""
+    done = vault.reseal_unsettled(svc.keyring, svc.db)
+    if done is not None:
+        report.resealed = done.secrets + done.signing_secrets + done.jobs
+        report.reseal_remaining = sum(done.remaining.values())
 
 
 # ---------------------------------------------------------------- retention
