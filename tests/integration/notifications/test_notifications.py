@@ -36,13 +36,6 @@ from tickwork.wiring import Services
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def notify_target() -> Iterator[Target]:
-    server = Target()
-    yield server
-    server.close()
-
-
 def _watched_job(services: Services, target: Target, notify_target: Target | None, pause_after: int | None) -> str:
     job_id = insert_job(services, schedule="0 0 1 1 *", next_run_at=T0 + timedelta(days=30),
                         url=target.url + "/hook", retry={"max_attempts": 1})

@@ -147,6 +147,13 @@ def insert_events(conn: Any, events: Sequence[Event], due: datetime) -> list[str
     }).fetchall()]
 
 
+def owners(conn: Any, notification_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The (tenant, job) of each notification still there, by id."""
+    rows = conn.execute("SELECT id::text, tenant_id::text, job_id::text FROM notifications WHERE id = ANY(%s::uuid[])",
+                        (list(notification_ids),)).fetchall()
+    return {notification_id: (tenant_id, job_id) for notification_id, tenant_id, job_id in rows}
+
+
 def start(conn: Any, notification_id: str, attempt: int) -> Delivery | None:
     """Start attempt `attempt` unless another dispatch already did (or the notification is over)."""
     row = conn.execute(_START, {"id": notification_id, "attempt": attempt}).fetchone()
