@@ -22,6 +22,7 @@ from tests.unit.test_template import TEMPLATE, _NoManagedPolicies, _statements
 from tickwork import metrics
 
 TOPIC = {"Ref": "OperatorTopic"}
+RUN_FAILURES = {"Ref": "RunFailuresTopic"}
 
 
 @lru_cache(maxsize=None)
@@ -225,24 +226,27 @@ def test_alarms_watch_the_stacks_own_functions_and_failure_queue(default: Stack)
     assert dims["FailureQueueAlarm"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["ExecutorFailureQueue", "QueueName"]}}]
 
 
-def test_the_email_subscription_exists_only_with_an_address() -> None:
-    assert Stack().template["Parameters"]["AlarmEmail"]["Default"] == ""
-    assert "OperatorEmailSubscription" not in Stack().resources()
-    subscription = Stack(AlarmEmail="ops@example.com").resources()["OperatorEmailSubscription"]["Properties"]
-    assert subscription == {"TopicArn": TOPIC, "Protocol": "email", "Endpoint": {"Ref": "AlarmEmail"}}
-    pattern = re.compile(Stack().template["Parameters"]["AlarmEmail"]["AllowedPattern"])
-    assert pattern.fullmatch("") and pattern.fullmatch("ops@example.com") and not pattern.fullmatch("not an address")
+def test_the_email_subscriptions_exist_only_with_an_address() -> None:
+    for parameter, name, topic in (("AlarmEmail", "OperatorEmailSubscription", TOPIC),
+                                   ("RunFailureEmail", "RunFailuresEmailSubscription", RUN_FAILURES)):
+        assert Stack().template["Parameters"][parameter]["Default"] == ""
+        assert name not in Stack().resources()
+        subscription = Stack(**{parameter: "ops@example.com"}).resources()[name]["Properties"]
+        assert subscription == {"TopicArn": topic, "Protocol": "email", "Endpoint": {"Ref": parameter}}
+        pattern = re.compile(Stack().template["Parameters"][parameter]["AllowedPattern"])
+        assert pattern.fullmatch("") and pattern.fullmatch("ops@example.com") and not pattern.fullmatch("not an address")
 
 
-def test_poller_and_executor_may_publish_to_the_operator_topic_only(default: Stack) -> None:
+def test_poller_and_executor_may_publish_to_the_run_failures_topic_only(default: Stack) -> None:
+    """Runs that failed for good go to a topic of their own: the alarms' topic gets alarms only."""
     resources = default.resources()
     publishes = [(name, s) for name, s in _statements(default.template) if "sns:Publish" in json.dumps(s["Action"])]
     assert {name for name, _ in publishes} == {"PollerFunctionRole", "ExecutorFunctionRole"}
     for _, statement in publishes:
         assert statement["Action"] == ["sns:Publish"]
-        assert statement["Resource"]["Fn::Sub"][1] == {"topicName": {"Fn::GetAtt": ["OperatorTopic", "TopicName"]}}
+        assert statement["Resource"]["Fn::Sub"][1] == {"topicName": {"Fn::GetAtt": ["RunFailuresTopic", "TopicName"]}}
     for function in ("PollerFunction", "ExecutorFunction"):
-        assert resources[function]["Properties"]["Environment"]["Variables"]["OPERATOR_TOPIC_ARN"] == TOPIC
+        assert resources[function]["Properties"]["Environment"]["Variables"]["OPERATOR_TOPIC_ARN"] == RUN_FAILURES
     assert "OPERATOR_TOPIC_ARN" not in resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
 
 
@@ -413,6 +417,7 @@ def test_the_custom_domain_exists_only_with_a_name_and_its_record_only_with_a_zo
 def test_the_dashboard_and_topic_are_outputs(default: Stack) -> None:
     outputs = default.template["Outputs"]
     assert outputs["OperatorTopicArn"]["Value"] == TOPIC
+    assert outputs["RunFailuresTopicArn"]["Value"] == RUN_FAILURES
     assert "${Dashboard}" in outputs["DashboardUrl"]["Value"]["Fn::Sub"]
 
 

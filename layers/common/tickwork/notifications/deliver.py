@@ -8,7 +8,7 @@ import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from aws_lambda_powertools import Logger
 
@@ -117,7 +117,7 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
     begun = time.monotonic()
     try:
         svc.sns.publish(
-            TopicArn=topic, Subject=f"Tickwork: a run of job {started.job_id} failed",
+            TopicArn=topic, Subject=subject(started.job_id, started.payload),
             Message=events.body(started.payload),
             MessageAttributes={"type": {"DataType": "String", "StringValue": str(started.payload.get("type"))}},
         )
@@ -125,6 +125,14 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
         return Outcome(None, None, f"publish failed: {code}", _ms_since(begun))
     return Outcome(None, None, None, _ms_since(begun), accepted=True)
+
+
+def subject(job_id: str, payload: Mapping[str, Any]) -> str:
+    """The SNS subject (under 100 characters): a failure, or the summary of a job's later ones in a minute
+    (the body says which minute)."""
+    if payload.get("summary"):
+        return f"Tickwork: job {job_id}: {payload.get('failures')} more failed runs in a minute"
+    return f"Tickwork: a run of job {job_id} failed"
 
 
 def _ms_since(begun: float) -> int:

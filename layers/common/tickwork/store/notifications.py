@@ -45,6 +45,17 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id::text
 """
 
+# One more failure of a job in a minute whose first was told already: its summary row is made, or counts it
+# (and tells the latest) while it has not gone; the xmax test says which (0: a row inserted here).
+_SUMMARISE = """
+INSERT INTO notifications (id, tenant_id, job_id, execution_id, channel, type, url, payload, next_attempt_at)
+VALUES (%(id)s, %(tenant)s, %(job)s, %(execution)s, 'operator', %(type)s, NULL, %(payload)s, %(due)s)
+ON CONFLICT (id) DO UPDATE
+   SET payload = EXCLUDED.payload || jsonb_build_object('failures', (notifications.payload->>'failures')::int + 1)
+ WHERE notifications.status = 'pending' AND notifications.attempt_count = 0
+RETURNING xmax = 0
+"""
+
 # The barrier against sending an attempt twice: only the dispatch whose attempt is next starts it.
 _START = """
 UPDATE notifications
@@ -145,6 +156,16 @@ def insert_events(conn: Any, events: Sequence[Event], due: datetime) -> list[str
         "types": [e.type for e in events], "urls": [e.url for e in events],
         "payloads": [Jsonb(e.payload) for e in events], "dues": [due] * len(events),
     }).fetchall()]
+
+
+def summarise(conn: Any, summary: Event, due: datetime) -> bool:
+    """Count a failure into its minute's operator summary, first attempt due at `due`; True when the summary
+    is new here (to dispatch). A summary already sent (a failure recorded after its minute's end) is left."""
+    row = conn.execute(_SUMMARISE, {
+        "id": summary.id, "tenant": summary.tenant_id, "job": summary.job_id, "execution": summary.execution_id,
+        "type": summary.type, "payload": Jsonb(summary.payload), "due": due,
+    }).fetchone()
+    return bool(row and row[0])
 
 
 def owners(conn: Any, notification_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
