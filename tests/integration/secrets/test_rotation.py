@@ -168,3 +168,29 @@ def test_maintenance_stops_looking_once_nothing_older_is_left_and_the_key_has_se
                      (vault.SETTLE_SECONDS + 1,))
         run_maintenance(services, NOW)
         assert store.unsettled_key(conn) is None
+
+
+def test_a_secret_written_during_a_rotation_keeps_its_new_value_and_maintenance_moves_it(
+    services: Services, tenant: str,
+) -> None:
+    scope = _scope(services, tenant)
+    vault.put_secret(scope, "TOKEN", "old value")
+    keyring = PausingKeyring(LocalWrapper(_key_file(services)), pause_on="secret/")
+    answers: list[dict[str, Any]] = []
+    rotation = threading.Thread(target=lambda: answers.append(
+        handle_admin(services.db, ROTATE, services.settings, keyring)))
+    rotation.start()
+    try:
+        assert keyring.paused.wait(WAIT_SECONDS)  # the rotation has read TOKEN and is re-sealing it
+        # The API, in an environment that has not yet seen the new key: it seals under version 1.
+        vault.put_secret(scope, "TOKEN", "new value")
+    finally:
+        keyring.release.set()
+        rotation.join(WAIT_SECONDS)
+    (answer,) = answers
+    assert (answer["secrets"], answer["remaining"]["secrets"]) == (0, 1)  # the write won the compare-and-set
+    assert run_maintenance(services, NOW).resealed == 1
+    with services.db.connection() as conn:
+        (sealed,) = [r[0] for r in conn.execute("SELECT sealed FROM secrets")]
+        assert sealed.startswith("v2:")
+        assert vault.open_secret(services.keyring, PgKeyStore(conn), tenant, "TOKEN", sealed) == "new value"
