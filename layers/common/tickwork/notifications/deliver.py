@@ -37,8 +37,9 @@ T = TypeVar("T")
 def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
             dispatches: Sequence[Dispatch]) -> list[str]:
     """Send the notification attempts dispatched, at once, each tenant's in at most PER_TENANT_IN_FLIGHT
-    lanes (one after the other within a lane, a job's in one); returns each one's status, or 'duplicate', in their order.
-    `clock` and `uniform` are the executor's (its retries are timed and jittered alike)."""
+    lanes (one after the other within a lane, a job's in one); returns each one's status, or 'duplicate',
+    in their order. `clock` and `uniform` are the executor's (its retries are timed and jittered alike).
+    A connection is held only to start and to finish an attempt, never while it is sent."""
     if not dispatches:
         return []
     with svc.db.connection() as conn:

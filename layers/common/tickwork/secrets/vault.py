@@ -280,7 +280,8 @@ def _reseal_batch(keyring: Keyring, conn: Any, table: str, version: int, after: 
 
 
 def _resealed(keyring: Keyring, keys: PgKeyStore, table: str, row: store.StaleSealed, version: int) -> str:
-    context = _secret_context(row.tenant_id, row.key) if table == "secrets" else _signing_context(row.tenant_id, row.key)
+    contexts = {"secrets": _secret_context, "signing_secrets": _signing_context}
+    context = contexts[table](row.tenant_id, row.key)
     return keyring.seal(keys, keyring.open(keys, row.sealed, context), context, version)
 
 
