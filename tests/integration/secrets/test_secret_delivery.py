@@ -26,7 +26,7 @@ from tickwork.models import Dispatch
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_tenant
-from tickwork.timeutil import to_ms
+from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 
 TOKEN = "tok-3f9a1c77-never-stored"
@@ -240,6 +240,21 @@ def test_a_stale_request_fails_verification(services: Services, target: Target, 
     sent = target.requests[-1]
     with pytest.raises(WebhookVerificationError, match="too old"):
         Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
+
+
+def test_a_first_attempt_sent_late_is_signed_when_sent_and_verifies(
+    services: Services, target: Target, tenant: str, now: datetime,
+) -> None:
+    # Dispatched at its second, run ten minutes later (a backlog): past the receivers' 5-minute tolerance.
+    planned = now - timedelta(minutes=10)
+    job_id = _job(services, tenant, planned, target)
+    Poller(services).tick(to_ms(planned))
+    dispatches: list[Dispatch] = list(services.invoker.dispatches)  # type: ignore[union-attr]
+    assert executor_at(services, FakeClock(now)).run(dispatches) == ["succeeded"]
+    sent = target.requests[-1]
+    assert sent["headers"]["Tickwork-Scheduled-For"] == rfc3339(planned)
+    assert sent["headers"]["webhook-timestamp"] == str(int(now.timestamp()))
+    Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
 
 
 def test_plain_header_values_of_older_rows_are_still_sent(
