@@ -6,6 +6,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -141,16 +142,18 @@ BIG_BODY = "\U0001f4e6" * 60_000
 class UnreadTarget:
     """A target that takes connections and reads nothing until `reading` is set, then reads each request and
     answers 200. A request larger than its receive buffer (a few KiB) and what the sender's socket queues
-    (sized by the segment size, which it sets to an Internet path's: about 100 KB) blocks the write."""
+    (sized by the segment size, which it sets to an Internet path's: about 100 KB) blocks the write. With
+    `tls` it completes each TLS handshake at once, then waits likewise."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.reading = threading.Event()
+        self.tls = tls
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # accepted connections inherit it
         self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1460)  # not loopback's 64 KiB segments
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen()
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.listener.getsockname()[1]}"
         self.requests_read = 0
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -161,6 +164,8 @@ class UnreadTarget:
                 threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn = self.tls.wrap_socket(conn, server_side=True) if self.tls else conn
         self.reading.wait(UNREAD_SECONDS)
         with conn, contextlib.suppress(OSError):
             file = conn.makefile("rb")
