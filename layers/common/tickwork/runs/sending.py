@@ -112,6 +112,8 @@ class Sending:
                         self._send(slot)
                         sent.append(slot)
                     i += 1
+            # Runs with some of their request left to write (tickwork.http.delivery) get threads first.
+            sent.sort(key=_answer_awaited)
             futures += [self._read_later(slot) for slot in sent]
         return futures
 
@@ -154,6 +156,12 @@ def _shuffled_within_instants(
     runs = random.sample(ahead, len(ahead))
     runs.sort(key=lambda pair: pair[0].fire_at_ms)
     return runs
+
+
+def _answer_awaited(slot: Slot) -> bool:
+    """Whether a sent run has only its answer to await (not more to write, nor a failure to report)."""
+    assert slot.prepared is not None
+    return slot.prepared.awaiting()[0] is not None
 
 
 def _wait_all(futures: list[Future[Any]]) -> None:
