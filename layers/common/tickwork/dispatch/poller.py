@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -48,6 +49,10 @@ TICK_OFFSET_MS = 500
 # How long a tick may spend rebuilding a lost index before it dispatches what is indexed so far: well
 # inside the 900 ms tick lock, leaving room for the tick's own batches. The rest waits for the next tick.
 REBUILD_SECONDS = 0.4
+# How long a tick may spend planning its batches (decoding specs, catch-up decisions), all shards
+# together: inside the 900 ms tick lock, and far inside the poller's 10 s timeout, however costly the
+# schedules of the jobs due. Entries left unplanned are not claimed: they stay due for the next tick.
+PLAN_SECONDS = 0.5
 
 
 @dataclass
@@ -62,6 +67,7 @@ class TickResult:
     reindexed: int = 0  # jobs that step put back
     rebuild_ms: int = 0  # how long that step took
     missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
+    unplanned: int = 0  # fetched entries left due because the tick's planning budget ran out
     relayout_from: int | None = None  # the shard count this tick moved the index from
 
     def as_dict(self) -> dict[str, Any]:
@@ -69,7 +75,8 @@ class TickResult:
 
     def absorb(self, part: TickResult) -> None:
         """Add the counts of one shard's part of the tick."""
-        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed"):
+        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
+                     "unplanned"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
@@ -83,31 +90,40 @@ class BatchPlan:
 
     claims: list[tuple[Claim, executions_store.Slot | Dispatch]] = field(default_factory=list)
     missing_specs: list[str] = field(default_factory=list)
+    unplanned: int = 0  # entries after the budget ran out: not claimed, still due
 
 
-def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
+def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], bool] = lambda: False) -> BatchPlan:
+    """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one)."""
     plan = BatchPlan()
-    for entry in entries:
-        if not entry.is_job:
-            execution_id, attempt = entry.execution()
-            kind = "notification" if entry.is_notification else "run"
-            plan.claims.append((Claim(entry.member, entry.score, None),
-                                Dispatch(execution_id, attempt, entry.score, kind)))
-            continue
-        schedule = _schedule_or_none(entry)
-        if schedule is None or entry.spec is None:
-            plan.missing_specs.append(entry.job_id)
-            continue
-        decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
-        claim = Claim(entry.member, entry.score, decision.next_ms)
-        plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
+    for done, entry in enumerate(entries, 1):
+        _plan_entry(plan, entry, now_ms)
+        if done < len(entries) and out_of_time():
+            plan.unplanned = len(entries) - done
+            break
     return plan
+
+
+def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int) -> None:
+    if not entry.is_job:
+        execution_id, attempt = entry.execution()
+        kind = "notification" if entry.is_notification else "run"
+        plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score, kind)))
+        return
+    schedule = _schedule_or_none(entry)
+    if schedule is None or entry.spec is None:
+        plan.missing_specs.append(entry.job_id)
+        return
+    decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
+    claim = Claim(entry.member, entry.score, decision.next_ms)
+    plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
 
 
 def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan) -> executions_store.Slot:
     note = None
     if decision.missed_count:
-        note = (f"missed {decision.missed_count} run(s) from this slot on: Tickwork was behind and the job's "
+        count = f"at least {decision.missed_count}" if decision.missed_at_least else str(decision.missed_count)
+        note = (f"missed {count} run(s) from this slot on: Tickwork was behind and the job's "
                 f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
     return executions_store.Slot(
         job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
@@ -147,7 +163,11 @@ def _all_results(futures: list[Future[bool]]) -> list[bool]:
 
 
 class Poller:
-    def __init__(self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS)) -> None:
+    def __init__(
+        self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS), plan_seconds: float = PLAN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`clock` (seconds, monotonic) times the tick's planning budget of `plan_seconds`."""
         if svc.invoker is None:
             # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
@@ -155,6 +175,12 @@ class Poller:
         self.invoker: Invoker = svc.invoker
         self.index = svc.index
         self.rebuild = rebuild
+        self.plan_seconds = plan_seconds
+        self.clock = clock
+        self._plan_deadline = math.inf
+
+    def _out_of_time(self) -> bool:
+        return self.clock() >= self._plan_deadline
 
     def tick(self, now_ms: int, second: int | None = None) -> TickResult:
         """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
@@ -163,6 +189,7 @@ class Poller:
         if not locked:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
+        self._plan_deadline = self.clock() + self.plan_seconds
         try:
             if stored_shards != self.index.count:
                 result.relayout_from = relayout(self.index, stored_shards).previous
@@ -200,7 +227,7 @@ class Poller:
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
         writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]] = deque()  # each with its jobs
         try:
-            while result.batches < MAX_BATCHES_PER_TICK:
+            while result.batches < MAX_BATCHES_PER_TICK and not self._out_of_time():
                 intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
                 result.redis_round_trips += 1
                 if not intact and check_intact:
@@ -237,7 +264,8 @@ class Poller:
     ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
         """Plan and claim one batch; returns whether to go on, the won slots to record and the won
         dispatches (retries, manual runs) that need no record."""
-        plan = plan_batch(entries, now_ms)
+        plan = plan_batch(entries, now_ms, self._out_of_time)
+        result.unplanned += plan.unplanned
         if plan.missing_specs:
             self._repair_specs(plan.missing_specs, now_ms)
         won = shard.claim([claim for claim, _ in plan.claims])
