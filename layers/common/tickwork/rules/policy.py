@@ -16,6 +16,10 @@ DEFAULT_CATCHUP = "latest"
 # Long enough to ride out a poller restart or a Redis failover, short enough that a run an hour late
 # (usually worse than no run) is recorded missed instead.
 DEFAULT_CATCHUP_WINDOW_SECONDS = 300
+# The most slots a catch-up window may span: what the API's longest window (a week) holds of a
+# per-minute job. A sub-minute schedule gets that many of its own slots' worth (every second: 2 h 48 min),
+# not a week: `catchup: all` would replay 604,800 runs of an every-second job after a week's outage.
+MAX_CATCHUP_SLOTS = 10_080
 OVERLAP_MODES = ("allow", "skip", "queue_one")
 DEFAULT_OVERLAP = "allow"
 # A slot this late is only late, never missed, whatever the window: a slow tick is not an outage.
@@ -63,6 +67,12 @@ def _missed(schedule: Schedule, slot_ms: int, stop_ms: int | None, fire_ms: int 
     and moves the job to `next_ms`."""
     missed, at_least = _count(schedule, slot_ms, stop_ms)
     return SlotPlan(fire_ms, slot_ms if missed else None, missed, next_ms, at_least)
+
+
+def max_catchup_window_seconds(min_gap_seconds: int | None) -> int | None:
+    """The longest catch-up window a schedule whose runs are at least `min_gap_seconds` apart may have
+    (None: no bound of its own, e.g. a one-off at())."""
+    return None if min_gap_seconds is None else max(min_gap_seconds, 1) * MAX_CATCHUP_SLOTS
 
 
 def _latest_until(schedule: Schedule, first_ms: int | None, now_ms: int) -> int | None:

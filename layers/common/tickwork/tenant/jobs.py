@@ -16,7 +16,7 @@ from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.engine import Schedule, parse_schedule
+from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.settings import Settings
@@ -68,6 +68,7 @@ class JobDraft:
 
 def create_job(scope: Scope, draft: JobDraft) -> JobRow:
     schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now)
+    _check_catchup_window(schedule, draft.catchup_window_seconds)
     job = JobRow(
         id=str(uuid.uuid4()), tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
@@ -204,6 +205,8 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
         updated = replace(updated, notify=_checked_notify(scope.settings, changes["notify"]))
     if any(name in changes for name in _TIMING_FIELDS):
         updated = _rescheduled(scope, updated, changes)
+    if "schedule" in changes or "catchup_window_seconds" in changes:
+        _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
     return updated
 
 
@@ -219,6 +222,14 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
     if job.status == "paused":
         return moved
     return replace(moved, status="active", next_run_at=_require_run(moved, scope.now))
+
+
+def _check_catchup_window(schedule: Schedule, window_seconds: int) -> None:
+    limit = policy.max_catchup_window_seconds(min_gap_seconds(schedule))
+    if limit is not None and window_seconds > limit:
+        raise InvalidInputError("catchup_window_seconds", (
+            f"must be at most {limit} for this schedule: {policy.MAX_CATCHUP_SLOTS} of its runs (a week of a "
+            "per-minute job), so catching up after an outage stays bounded"))
 
 
 def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
