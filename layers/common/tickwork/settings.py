@@ -23,6 +23,10 @@ DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
+# Backlog claims (slots already over 5 s late) one tenant may have per tick, after every on-time slot:
+# a batch's worth, ten times the default quota's 100 runs a second, so a tenant's backlog drains while
+# another tenant's cannot take its turn (tickwork.dispatch.backlog).
+DEFAULT_BACKLOG_PER_TENANT = 1000
 # One due-index shard: every key under one hash tag, as before sharding existed (tickwork.dueindex.shards).
 DEFAULT_DUE_INDEX_SHARDS = 1
 # Below one second the poller cannot honour the schedule.
@@ -103,6 +107,7 @@ class Settings:
     prepare_runs_per_second: int = DEFAULT_PREPARE_RUNS_PER_SECOND
     batch_size: int = DEFAULT_BATCH_SIZE
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
+    backlog_per_tenant: int = DEFAULT_BACKLOG_PER_TENANT
     due_index_shards: int = DEFAULT_DUE_INDEX_SHARDS
     min_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS
     max_request_timeout_seconds: int = DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
@@ -162,6 +167,7 @@ class Settings:
             prepare_runs_per_second=_int(env, "TICKWORK_PREPARE_RUNS_PER_SECOND", DEFAULT_PREPARE_RUNS_PER_SECOND),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
+            backlog_per_tenant=_bounded(env, "TICKWORK_BACKLOG_PER_TENANT", DEFAULT_BACKLOG_PER_TENANT),
             due_index_shards=_int(env, "TICKWORK_DUE_INDEX_SHARDS", DEFAULT_DUE_INDEX_SHARDS),
             min_interval_seconds=_int(env, "TICKWORK_MIN_INTERVAL_SECONDS", DEFAULT_MIN_INTERVAL_SECONDS),
             max_request_timeout_seconds=_int(

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork import metrics
+from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dueindex.entries import Claim, DueEntry
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
@@ -29,13 +30,15 @@ from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules import lookahead
-from tickwork.rules.policy import SlotPlan
+from tickwork.rules.policy import LATENESS_TOLERANCE_MS, SlotPlan
 from tickwork.schedule import specs as scheduling
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
+# A tick's batch writes in flight, each with the jobs it records.
+Writes = deque[tuple[Future[tuple[int, int, int]], frozenset[str]]]
 
 # A tick stops after this many batches so one overloaded second cannot starve the next tick.
 MAX_BATCHES_PER_TICK = 100
@@ -68,6 +71,7 @@ class TickResult:
     rebuild_ms: int = 0  # how long that step took
     missed: int = 0  # slots recorded missed (catch-up policy or a lost claim)
     unplanned: int = 0  # fetched entries left due because the tick's planning budget ran out
+    deferred: int = 0  # backlog entries passed over: their tenant had claimed its share of the tick
     relayout_from: int | None = None  # the shard count this tick moved the index from
 
     def as_dict(self) -> dict[str, Any]:
@@ -76,7 +80,7 @@ class TickResult:
     def absorb(self, part: TickResult) -> None:
         """Add the counts of one shard's part of the tick."""
         for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
-                     "unplanned"):
+                     "unplanned", "deferred"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
@@ -178,6 +182,7 @@ class Poller:
         self.plan_seconds = plan_seconds
         self.clock = clock
         self._plan_deadline = math.inf
+        self._shares = BacklogShares(svc.settings.backlog_per_tenant)
 
     def _out_of_time(self) -> bool:
         return self.clock() >= self._plan_deadline
@@ -190,6 +195,7 @@ class Poller:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
         self._plan_deadline = self.clock() + self.plan_seconds
+        self._shares = BacklogShares(self.svc.settings.backlog_per_tenant)
         try:
             if stored_shards != self.index.count:
                 result.relayout_from = relayout(self.index, stored_shards).previous
@@ -221,38 +227,70 @@ class Poller:
         return lost
 
     def _drain_shard(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool) -> bool:
-        """Claim and record a shard's due batches; True (and nothing claimed) if its marker is missing."""
-        settings = self.svc.settings
-        horizon = now_ms + settings.lookahead_ms
-        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
-        writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]] = deque()  # each with its jobs
+        """Claim and record a shard's due batches, its on-time slots first, then its backlog (tenants'
+        fair shares); True (and nothing claimed) if its marker is missing."""
+        writes: Writes = deque()
         try:
-            while result.batches < MAX_BATCHES_PER_TICK and not self._out_of_time():
-                intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
-                result.redis_round_trips += 1
-                if not intact and check_intact:
-                    return True
-                if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
-                    extended, seconds = self._horizon(now_ms, first_ms, counts), 0
-                    horizon, nothing_yet = extended, not entries and extended > horizon
-                    if nothing_yet:
-                        continue  # nothing due within the base lookahead, but a heavy second is coming
-                if not entries:
-                    return False
-                result.batches += 1
-                more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
-                jobs = frozenset(slot.job_id for slot in slots)
-                # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
-                # record them in the order Redis claimed them, or the later one, written first, takes the
-                # earlier for a lost claim: so a batch holding a job still being written waits for it.
-                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
-                    self._collect(writes.popleft()[0], result)
-                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches), jobs))
-                if not more:
-                    return False  # everything left was claimed by someone else: nothing more for this tick
-            return False
+            lost, backlog = self._drain_on_time(shard, now_ms, result, check_intact, writes)
+            if backlog and not lost:
+                self._drain_backlog(shard, now_ms, result, writes)
+            return lost
         finally:
             self._collect_all(writes, result)
+
+    def _drain_on_time(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool,
+                       writes: Writes) -> tuple[bool, int]:
+        """Claim what is due from the lateness tolerance ago to the horizon; returns whether the marker is
+        missing, and how many entries are older (the backlog) as of the last fetch."""
+        settings = self.svc.settings
+        horizon, on_time = now_ms + settings.lookahead_ms, now_ms - LATENESS_TOLERANCE_MS
+        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
+        backlog = 0
+        while result.batches < MAX_BATCHES_PER_TICK and not self._out_of_time():
+            page = shard.fetch_page(horizon, settings.batch_size, first_ms, seconds, on_time)
+            result.redis_round_trips += 1
+            backlog = page.older
+            if not page.intact and check_intact:
+                return True, 0
+            if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
+                extended, seconds = self._horizon(now_ms, first_ms, page.counts), 0
+                horizon, nothing_yet = extended, not page.entries and extended > horizon
+                if nothing_yet:
+                    continue  # nothing due within the base lookahead, but a heavy second is coming
+            if not page.entries or not self._claim_and_record(shard, page.entries, now_ms, result, writes):
+                break  # none left, or everything left was claimed by someone else
+        return False, backlog
+
+    def _drain_backlog(self, shard: Shard, now_ms: int, result: TickResult, writes: Writes) -> None:
+        """Claim the slots older than the lateness tolerance, oldest first, each tenant within its share of
+        the tick (tickwork.dispatch.backlog): at most MAX_BATCHES_PER_TICK pages, claimed or not."""
+        before, cursor = f"({now_ms - LATENESS_TOLERANCE_MS}", Cursor()
+        for _ in range(MAX_BATCHES_PER_TICK):
+            if result.batches >= MAX_BATCHES_PER_TICK or self._out_of_time():
+                return
+            page = shard.fetch_page(before, self.svc.settings.batch_size, min_score=cursor.score, offset=cursor.passed)
+            result.redis_round_trips += 1
+            if not page.entries:
+                return
+            taken = self._shares.take(page.entries)
+            cursor = cursor.after(page.entries, taken)
+            result.deferred += len(page.entries) - len(taken)
+            if taken and not self._claim_and_record(shard, taken, now_ms, result, writes):
+                return
+
+    def _claim_and_record(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
+                          writes: Writes) -> bool:
+        """Claim a batch and start writing what it won; returns whether to go on claiming."""
+        result.batches += 1
+        more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
+        jobs = frozenset(slot.job_id for slot in slots)
+        # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
+        # record them in the order Redis claimed them, or the later one, written first, takes the
+        # earlier for a lost claim: so a batch holding a job still being written waits for it.
+        while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
+            self._collect(writes.popleft()[0], result)
+        writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches), jobs))
+        return more
 
     def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
         settings = self.svc.settings
@@ -297,8 +335,7 @@ class Poller:
         result.dispatched += dispatched
         result.postgres_round_trips += round_trips
 
-    def _collect_all(self, writes: deque[tuple[Future[tuple[int, int, int]], frozenset[str]]],
-                     result: TickResult) -> None:
+    def _collect_all(self, writes: Writes, result: TickResult) -> None:
         """Wait for every write of the tick; the first failure is raised once none is left running."""
         failure: BaseException | None = None
         for write, _ in writes:

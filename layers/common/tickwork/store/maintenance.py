@@ -18,7 +18,7 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # score is computed here, as timeutil.to_ms would (floor to the millisecond): exact, and no datetime
 # for Python to build per job.
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
-                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds")
+                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text")
 _INDEX_PAGE = f"""
 SELECT {_INDEX_COLUMNS} FROM jobs
  WHERE status = 'active' AND id > %(after)s::uuid
@@ -89,6 +89,7 @@ class IndexRow(NamedTuple):
     version: int
     catchup: str
     catchup_window_seconds: int
+    tenant_id: str
 
 
 @dataclass(frozen=True)
