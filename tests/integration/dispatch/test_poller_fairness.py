@@ -87,3 +87,14 @@ def test_a_tenants_catch_up_backlog_never_delays_another_tenants_runs(small: Ser
             mine = [slot for j, slot, _ in runs if j == job]
             assert mine == [start + s * SECOND for s in range(fired[job])]
             assert score_of(due_index(small), f"j:{job}") == to_ms(start + fired[job] * SECOND)
+
+
+def test_a_job_back_from_its_backlog_is_claimed_ahead_in_the_same_tick(small: Services) -> None:
+    """A job an hour behind fires its latest slot from the backlog; its next slots, now inside the
+    lookahead, are claimed in the same tick as an on-time job's would be, not a tick late."""
+    (job,) = _jobs(small, "a", 1, T0 - timedelta(hours=1), "latest", 300)
+    mark_built(due_index(small), to_ms(T0))
+    Poller(small, clock=lambda: 0.0).tick(to_ms(T0) + 500)
+    runs = _slots(small, [job])
+    assert [(slot, status) for _, slot, status in runs] == [
+        (T0 - timedelta(hours=1), "missed"), (T0, "queued"), (T0 + SECOND, "queued"), (T0 + 2 * SECOND, "queued")]

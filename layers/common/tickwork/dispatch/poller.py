@@ -232,8 +232,8 @@ class Poller:
         writes: Writes = deque()
         try:
             lost, backlog = self._drain_on_time(shard, now_ms, result, check_intact, writes)
-            if backlog and not lost:
-                self._drain_backlog(shard, now_ms, result, writes)
+            if backlog and not lost and self._drain_backlog(shard, now_ms, result, writes):
+                self._drain_on_time(shard, now_ms, result, False, writes)  # slots the backlog's claims moved to
             return lost
         finally:
             self._collect_all(writes, result)
@@ -261,22 +261,24 @@ class Poller:
                 break  # none left, or everything left was claimed by someone else
         return False, backlog
 
-    def _drain_backlog(self, shard: Shard, now_ms: int, result: TickResult, writes: Writes) -> None:
+    def _drain_backlog(self, shard: Shard, now_ms: int, result: TickResult, writes: Writes) -> bool:
         """Claim the slots older than the lateness tolerance, oldest first, each tenant within its share of
-        the tick (tickwork.dispatch.backlog): at most MAX_BATCHES_PER_TICK pages, claimed or not."""
-        before, cursor = f"({now_ms - LATENESS_TOLERANCE_MS}", Cursor()
+        the tick (tickwork.dispatch.backlog): at most MAX_BATCHES_PER_TICK pages, claimed or not. Returns
+        whether it claimed any."""
+        before, cursor, claimed = f"({now_ms - LATENESS_TOLERANCE_MS}", Cursor(), result.claimed
         for _ in range(MAX_BATCHES_PER_TICK):
             if result.batches >= MAX_BATCHES_PER_TICK or self._out_of_time():
-                return
+                break
             page = shard.fetch_page(before, self.svc.settings.batch_size, min_score=cursor.score, offset=cursor.passed)
             result.redis_round_trips += 1
             if not page.entries:
-                return
+                break
             taken = self._shares.take(page.entries)
             cursor = cursor.after(page.entries, taken)
             result.deferred += len(page.entries) - len(taken)
             if taken and not self._claim_and_record(shard, taken, now_ms, result, writes):
-                return
+                break
+        return result.claimed > claimed
 
     def _claim_and_record(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
                           writes: Writes) -> bool:
