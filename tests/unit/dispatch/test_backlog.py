@@ -1,8 +1,12 @@
 """A tick's fair share of the backlog, decided without I/O: who may claim what, and where the next page starts."""
 from __future__ import annotations
 
+import pytest
+
 from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dueindex.entries import DueEntry
+from tickwork.errors import ConfigurationError
+from tickwork.settings import DEFAULT_BACKLOG_PER_TENANT, Settings
 
 T0 = 1_796_040_000_000
 
@@ -35,3 +39,11 @@ def test_the_next_page_starts_past_the_entries_passed_over_at_its_last_score() -
     same = [_job("a4", "a", T0 + 1000), _job("c1", "c", T0 + 1000)]
     assert cursor.after(same, taken=[same[1]]) == Cursor(T0 + 1000, 3)
     assert cursor.after([_job("d1", "d", T0 + 2000)], taken=[]) == Cursor(T0 + 2000, 1)
+
+
+def test_the_share_is_a_setting_of_at_least_one_claim() -> None:
+    env = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
+    assert Settings.from_env(env).backlog_per_tenant == DEFAULT_BACKLOG_PER_TENANT == 1000
+    assert Settings.from_env({**env, "TICKWORK_BACKLOG_PER_TENANT": "5000"}).backlog_per_tenant == 5000
+    with pytest.raises(ConfigurationError, match="TICKWORK_BACKLOG_PER_TENANT must be at least 1"):
+        Settings.from_env({**env, "TICKWORK_BACKLOG_PER_TENANT": "0"})
