@@ -188,6 +188,8 @@ ALARMS = {
     "PollerFunctionErrorsAlarm": ("AWS/Lambda", "Errors", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
     "ExecutorFunctionErrorsAlarm": ("AWS/Lambda", "Errors", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
     "ExecutorThrottlesAlarm": ("AWS/Lambda", "Throttles", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
+    "DatabaseFreeStorageAlarm": ("AWS/RDS", "FreeStorageSpace", "Minimum", 300, 1, "LessThanThreshold", 2 * 1024 ** 3,
+                                 "notBreaching"),
 }
 
 
@@ -224,6 +226,16 @@ def test_alarms_watch_the_stacks_own_functions_and_failure_queue(default: Stack)
     config = resources["ExecutorFunctionEventInvokeConfig"]["Properties"]
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": ["ExecutorFailureQueue", "Arn"]}
     assert dims["FailureQueueAlarm"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["ExecutorFailureQueue", "QueueName"]}}]
+
+
+def test_the_free_storage_alarm_watches_the_stacks_database_only_when_the_stack_makes_it(default: Stack) -> None:
+    alarm = default.resources()["DatabaseFreeStorageAlarm"]["Properties"]
+    assert alarm["Dimensions"] == [{"Name": "DBInstanceIdentifier", "Value": {"Ref": "Database"}}]
+    # Autoscaling acts at 10% free: on the default storage the alarm is what is left when it cannot.
+    allocated_gib = int(default.params["DatabaseAllocatedStorage"])
+    assert alarm["Threshold"] == allocated_gib * 1024 ** 3 // 10 and default.params["DatabaseMaxAllocatedStorage"] != "0"
+    existing = Stack(DatabaseHost="db.example.com", DatabaseSecretArn="arn:aws:secretsmanager:us-east-1:1:secret:x")
+    assert "DatabaseFreeStorageAlarm" not in existing.resources()
 
 
 def test_the_email_subscriptions_exist_only_with_an_address() -> None:
