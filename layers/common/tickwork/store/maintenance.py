@@ -1,14 +1,16 @@
 """SQL of the maintenance task: rows the reconciler and the sweeper look at, and the retention delete.
 
 Every read walks its rows by id in pages (keyset: no long-running cursor, no row left behind because an
-earlier page is still stuck); the sweeper's reads stop after `max_pages` so one run stays short.
+earlier page is still stuck); the sweeper's reads stop after `max_pages` so one run stays short, and the
+retention deletes when their time `Budget` is spent.
 """
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"
 _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
@@ -66,13 +68,14 @@ SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at)
  ORDER BY e.id LIMIT %(limit)s
 """
 
-# Finished runs only (a list of final states, so a new unfinished state is never deleted by omission);
-# attempts go with them (ON DELETE CASCADE). SKIP LOCKED: never wait behind a writer.
+# Finished runs only (a list of final states, so a new unfinished state is never deleted by omission),
+# oldest first along executions_final_created (its predicate is this list); attempts go with them (ON
+# DELETE CASCADE). SKIP LOCKED: never wait behind a writer.
 _PRUNE = """
 DELETE FROM executions WHERE id IN (
     SELECT id FROM executions
      WHERE created_at < %(cutoff)s AND status IN ('succeeded', 'failed', 'skipped', 'missed', 'lost')
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 
 
@@ -170,17 +173,28 @@ def long_running(conn: Any, before: datetime, batch: int, max_pages: int) -> Ite
         yield [RunningAttempt(*row) for row in rows]
 
 
-def prune_executions(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Delete finished runs created before `cutoff`, `batch` rows per statement; returns how many."""
-    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
+@dataclass(frozen=True)
+class Budget:
+    """Until when retention may go on deleting: `until` on `clock` (seconds, any origin)."""
+
+    until: float
+    clock: Callable[[], float] = time.monotonic
+
+    def spent(self) -> bool:
+        return self.clock() >= self.until
 
 
-def delete_in_batches(conn: Any, sql: str, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Run a retention DELETE (taking `cutoff` and `limit`) until it deletes less than a batch."""
+def prune_executions(conn: Any, cutoff: datetime, batch: int, budget: Budget) -> int:
+    """Delete finished runs created before `cutoff`, oldest first, `batch` rows per statement; returns how many."""
+    return delete_in_batches(conn, _PRUNE, {"cutoff": cutoff}, batch, budget)
+
+
+def delete_in_batches(conn: Any, sql: str, params: dict[str, Any], batch: int, budget: Budget) -> int:
+    """Run a retention DELETE (taking `params` and `limit`) until it deletes less than a batch or the budget
+    is spent. The budget is read after each statement: every call deletes a batch at least."""
     deleted = 0
-    for _ in range(max_batches):
-        count = conn.execute(sql, {"cutoff": cutoff, "limit": batch}).rowcount
+    while True:
+        count = conn.execute(sql, {**params, "limit": batch}).rowcount
         deleted += count
-        if count < batch:
-            break
-    return deleted
+        if count < batch or budget.spent():
+            return deleted

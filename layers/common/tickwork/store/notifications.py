@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
 from tickwork.notifications.events import Event, Verdict, WatchState
-from tickwork.store.maintenance import delete_in_batches
+from tickwork.store.maintenance import Budget, delete_in_batches
 
 _LOCK_STATES = """
 SELECT id::text, tenant_id::text, status, notify, pause_after_failures, consecutive_failures, failing
@@ -72,11 +72,12 @@ UPDATE notifications
  WHERE id = %(id)s AND status = 'sending' AND attempt_count = %(attempt)s
 """
 
-# Only finished ones: a notification still pending is never dropped by age.
+# Only finished ones (a notification still pending is never dropped by age), oldest first along
+# notifications_final_created.
 _PRUNE = """
 DELETE FROM notifications WHERE id IN (
     SELECT id FROM notifications WHERE created_at < %(cutoff)s AND status IN ('delivered', 'failed')
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 
 _COLUMNS = ("id::text, job_id::text, execution_id::text, type, status, attempt_count, next_attempt_at,"
@@ -212,6 +213,7 @@ def sending_since(conn: Any, before: datetime, limit: int) -> list[tuple[str, in
     return [tuple(row) for row in conn.execute(_SENDING_SINCE, {"before": before, "limit": limit})]
 
 
-def prune(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Delete finished notifications created before `cutoff`, `batch` rows per statement; returns how many."""
-    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
+def prune(conn: Any, cutoff: datetime, batch: int, budget: Budget) -> int:
+    """Delete finished notifications created before `cutoff`, oldest first, `batch` rows per statement, until
+    the budget is spent; returns how many."""
+    return delete_in_batches(conn, _PRUNE, {"cutoff": cutoff}, batch, budget)
