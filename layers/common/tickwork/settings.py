@@ -46,6 +46,10 @@ DEFAULT_LOST_MARGIN_SECONDS = 60
 # for one client's loop creating them; 6,000 runs a minute is 100 every-second jobs.
 DEFAULT_MAX_JOBS = 1000
 DEFAULT_MAX_RUNS_PER_MINUTE = 6000
+# Runs kept per tenant before its oldest finished ones are pruned (maintenance), whatever their age: 30
+# days of 23 every-minute jobs, or 3 hours of a tenant at quota; at most ~5 GB with 4 KB response bodies,
+# so no one tenant fills the default 20 GB database.
+DEFAULT_MAX_HISTORY_ROWS = 1_000_000
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
@@ -117,6 +121,7 @@ class Settings:
     lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
     max_jobs: int = DEFAULT_MAX_JOBS
     max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
+    max_history_rows: int = DEFAULT_MAX_HISTORY_ROWS
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
@@ -179,6 +184,7 @@ class Settings:
             lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
             max_jobs=_int(env, "TICKWORK_MAX_JOBS", DEFAULT_MAX_JOBS),
             max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
+            max_history_rows=_bounded(env, "TICKWORK_MAX_HISTORY_ROWS", DEFAULT_MAX_HISTORY_ROWS, low=0),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),

@@ -7,3 +7,7 @@ DROP INDEX executions_created_brin;
 CREATE INDEX executions_final_created ON executions (created_at)
     WHERE status IN ('succeeded', 'failed', 'skipped', 'missed', 'lost');
 CREATE INDEX notifications_final_created ON notifications (created_at) WHERE status IN ('delivered', 'failed');
+
+-- A tenant's history quota (tickwork.tenant.quotas): maintenance prunes its oldest finished runs past this
+-- many. NULL means the deployment's default (TICKWORK_MAX_HISTORY_ROWS).
+ALTER TABLE tenants ADD COLUMN max_history_rows integer CHECK (max_history_rows >= 0);

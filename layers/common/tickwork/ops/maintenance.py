@@ -6,7 +6,8 @@
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.notifications.sweep).
-3. Prune finished runs older than the retention, oldest first, a batch at a time until done or the pass's
+3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
+   older than the retention, oldest first, a batch at a time until done or the pass's
    time for it is spent, and likewise Idempotency-Keys older than 24 hours and finished notifications.
 4. Re-encrypt onto the newest data key what a rotation left (tickwork.secrets.vault.reseal_unsettled).
 
@@ -40,6 +41,8 @@ from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
 from tickwork.store import notifications as notifications_store
+from tickwork.store import quotas as quotas_store
+from tickwork.tenant import quotas
 from tickwork.tenant.idempotency import RETENTION
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -73,6 +76,7 @@ class MaintenanceReport:
     retried: int = 0
     lost: int = 0
     pruned: int = 0
+    history_pruned: int = 0  # past tenants' max_history_rows
     idempotency_keys_pruned: int = 0
     notifications_redispatched: int = 0
     notifications_lost: int = 0
@@ -108,6 +112,7 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
             report.notifications_redispatched, report.notifications_lost = sweep.sweep(
                 conn, index, now, svc.settings, BATCH)
+            report.history_pruned = prune_history(conn, svc.settings, budget)
             report.pruned = prune(conn, now, svc.settings.retention_days, budget)
             report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
             report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days, budget)
@@ -242,6 +247,22 @@ def reseal(svc: Services, report: MaintenanceReport) -> None:
 
 
 # ---------------------------------------------------------------- retention
+
+def prune_history(conn: Any, settings: Settings, budget: store.Budget) -> int:
+    """Bring every tenant back to its history quota (max_history_rows): its oldest finished runs go first,
+    a tenant at a time until the budget is spent (the next pass goes on); returns how many runs went."""
+    pruned = 0
+    for tenant_id, override in quotas_store.history_overrides(conn):
+        keep = quotas.effective(settings, {"max_history_rows": override}).max_history_rows
+        count = store.prune_history(conn, tenant_id, keep, BATCH, budget)
+        if count:
+            logger.info("pruned history past the tenant's quota",
+                        extra={"tenant_id": tenant_id, "runs": count, "max_history_rows": keep})
+        pruned += count
+        if budget.spent():
+            break
+    return pruned
+
 
 def prune(conn: Any, now: datetime, retention_days: int, budget: store.Budget) -> int:
     """Delete finished runs (and their attempts) older than the retention, oldest first, until done or the

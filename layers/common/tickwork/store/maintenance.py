@@ -71,11 +71,26 @@ SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at)
 # Finished runs only (a list of final states, so a new unfinished state is never deleted by omission),
 # oldest first along executions_final_created (its predicate is this list); attempts go with them (ON
 # DELETE CASCADE). SKIP LOCKED: never wait behind a writer.
-_PRUNE = """
+_FINAL = "('succeeded', 'failed', 'skipped', 'missed', 'lost')"
+_PRUNE = f"""
 DELETE FROM executions WHERE id IN (
     SELECT id FROM executions
-     WHERE created_at < %(cutoff)s AND status IN ('succeeded', 'failed', 'skipped', 'missed', 'lost')
+     WHERE created_at < %(cutoff)s AND status IN {_FINAL}
      ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""
+
+# A tenant's history past its quota, along executions_tenant_newest: the newest run beyond the first
+# `keep` (an index-only walk of `keep` entries), then finished runs from there back, oldest first.
+_HISTORY_BOUNDARY = """
+SELECT scheduled_for, id::text FROM executions WHERE tenant_id = %(tenant_id)s
+ ORDER BY scheduled_for DESC, id DESC OFFSET %(keep)s LIMIT 1
+"""
+_PRUNE_HISTORY = f"""
+DELETE FROM executions WHERE id IN (
+    SELECT id FROM executions
+     WHERE tenant_id = %(tenant_id)s AND (scheduled_for, id) <= (%(scheduled_for)s, %(id)s::uuid)
+       AND status IN {_FINAL}
+     ORDER BY scheduled_for, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 
 
@@ -187,6 +202,16 @@ class Budget:
 def prune_executions(conn: Any, cutoff: datetime, batch: int, budget: Budget) -> int:
     """Delete finished runs created before `cutoff`, oldest first, `batch` rows per statement; returns how many."""
     return delete_in_batches(conn, _PRUNE, {"cutoff": cutoff}, batch, budget)
+
+
+def prune_history(conn: Any, tenant_id: str, keep: int, batch: int, budget: Budget) -> int:
+    """Delete the tenant's finished runs past its newest `keep` (unfinished ones stay, and count), oldest
+    first, until done or the budget is spent; returns how many."""
+    boundary = conn.execute(_HISTORY_BOUNDARY, {"tenant_id": tenant_id, "keep": keep}).fetchone()
+    if boundary is None:
+        return 0
+    params = {"tenant_id": tenant_id, "scheduled_for": boundary[0], "id": boundary[1]}
+    return delete_in_batches(conn, _PRUNE_HISTORY, params, batch, budget)
 
 
 def delete_in_batches(conn: Any, sql: str, params: dict[str, Any], batch: int, budget: Budget) -> int:
