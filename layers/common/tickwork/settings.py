@@ -53,6 +53,10 @@ DEFAULT_MAX_HISTORY_ROWS = 1_000_000
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
+# Per tenant, all its keys together: half the HTTP API's default stage limit (50 a second, burst 100, for
+# every tenant), so one tenant's many keys cannot take the whole API from the others; 0 turns it off.
+DEFAULT_TENANT_RATE_LIMIT_PER_SECOND = 25
+DEFAULT_TENANT_RATE_LIMIT_BURST = 50
 DEFAULT_DATABASE_PORT = 5432
 # RDS PostgreSQL 15+ refuses unencrypted connections. The template sets verify-full for AWS (below).
 DEFAULT_DATABASE_SSLMODE = "require"
@@ -124,6 +128,8 @@ class Settings:
     max_history_rows: int = DEFAULT_MAX_HISTORY_ROWS
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
+    tenant_rate_limit_per_second: int = DEFAULT_TENANT_RATE_LIMIT_PER_SECOND
+    tenant_rate_limit_burst: int = DEFAULT_TENANT_RATE_LIMIT_BURST
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
     database_secret_arn: str = ""
     database_host: str = ""
@@ -187,6 +193,9 @@ class Settings:
             max_history_rows=_bounded(env, "TICKWORK_MAX_HISTORY_ROWS", DEFAULT_MAX_HISTORY_ROWS, low=0),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
+            tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",
+                                              DEFAULT_TENANT_RATE_LIMIT_PER_SECOND),
+            tenant_rate_limit_burst=_int(env, "TICKWORK_TENANT_RATE_LIMIT_BURST", DEFAULT_TENANT_RATE_LIMIT_BURST),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
             database_host=env.get("DATABASE_HOST", ""),
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),

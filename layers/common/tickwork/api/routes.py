@@ -57,7 +57,8 @@ def openapi_responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
 
 
 _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
-    "RateLimit-Limit": {"description": "The API key's bucket size (its burst).", "schema": {"type": "integer"}},
+    "RateLimit-Limit": {"description": "The bucket's size (its burst): the API key's, or its tenant's when that one"
+                                       " decided.", "schema": {"type": "integer"}},
     "RateLimit-Remaining": {"description": "Requests left in the bucket.", "schema": {"type": "integer"}},
     "RateLimit-Reset": {"description": "Seconds until the bucket is full again.", "schema": {"type": "integer"}},
 }
