@@ -57,6 +57,10 @@ DEFAULT_RATE_LIMIT_BURST = 40
 # every tenant), so one tenant's many keys cannot take the whole API from the others; 0 turns it off.
 DEFAULT_TENANT_RATE_LIMIT_PER_SECOND = 25
 DEFAULT_TENANT_RATE_LIMIT_BURST = 50
+# Every query of an API request is cancelled by PostgreSQL past this (503 statement_timeout): well inside
+# API Gateway's 29 s, with room for a request's few queries and the answer; 0 turns it off.
+DEFAULT_API_STATEMENT_TIMEOUT_MS = 10_000
+MAX_API_STATEMENT_TIMEOUT_MS = 25_000
 DEFAULT_DATABASE_PORT = 5432
 # RDS PostgreSQL 15+ refuses unencrypted connections. The template sets verify-full for AWS (below).
 DEFAULT_DATABASE_SSLMODE = "require"
@@ -130,6 +134,7 @@ class Settings:
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     tenant_rate_limit_per_second: int = DEFAULT_TENANT_RATE_LIMIT_PER_SECOND
     tenant_rate_limit_burst: int = DEFAULT_TENANT_RATE_LIMIT_BURST
+    api_statement_timeout_ms: int = DEFAULT_API_STATEMENT_TIMEOUT_MS
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
     database_secret_arn: str = ""
     database_host: str = ""
@@ -196,6 +201,9 @@ class Settings:
             tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",
                                               DEFAULT_TENANT_RATE_LIMIT_PER_SECOND),
             tenant_rate_limit_burst=_int(env, "TICKWORK_TENANT_RATE_LIMIT_BURST", DEFAULT_TENANT_RATE_LIMIT_BURST),
+            api_statement_timeout_ms=_bounded(env, "TICKWORK_API_STATEMENT_TIMEOUT_MS", DEFAULT_API_STATEMENT_TIMEOUT_MS,
+                                              low=0, high=MAX_API_STATEMENT_TIMEOUT_MS,
+                                              why=" (API Gateway ends a request after 29 s)"),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
             database_host=env.get("DATABASE_HOST", ""),
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),

@@ -458,7 +458,7 @@ def test_openapi_document_is_generated_from_the_routes(api: Api) -> None:
     assert set(paths["/jobs/{job_id}/executions"]) == {"get"}
     assert set(paths["/executions/{execution_id}"]) == {"get"}
     assert set(paths["/schedules/preview"]) == {"post"}
-    assert set(paths["/jobs"]["post"]["responses"]) == {"201", "400", "401", "403", "409", "422", "429"}
+    assert set(paths["/jobs"]["post"]["responses"]) == {"201", "400", "401", "403", "409", "422", "429", "503"}
     assert document["components"]["schemas"]["JobCreate"]["additionalProperties"] is False
     assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
 

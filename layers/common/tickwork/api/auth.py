@@ -13,7 +13,7 @@ from tickwork.scope import Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
 from tickwork.timeutil import to_ms
-from tickwork.wiring import Services, services
+from tickwork.wiring import Services, api_pool, services
 
 # Where the request's rate-limit decision waits for the middleware that puts it in the response headers.
 RATE_LIMIT_CONTEXT = "tickwork_rate_limit"
@@ -44,7 +44,7 @@ def current_scope(request: Request) -> Scope:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller, now)
     index = svc.index
-    return Scope(svc.db, index, svc.settings, caller.tenant_id, now, svc.keyring)
+    return Scope(api_pool(svc), index, svc.settings, caller.tenant_id, now, svc.keyring)
 
 
 def _spend(svc: Services, request: Request, caller: keys.Caller, now: datetime) -> None:
