@@ -1,12 +1,15 @@
 """Small builders for integration tests: real rows in the test schema, real keys in the test namespace."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -127,3 +130,54 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+# How long UnreadTarget waits before it reads anyway, so that a test it fails still ends: longer than the
+# timeouts of the runs sent to it.
+UNREAD_SECONDS = 20
+# Inside the API's 64 Ki characters; 240 KB of UTF-8, more than a sender's socket queues for a target not reading.
+BIG_BODY = "\U0001f4e6" * 60_000
+
+
+class UnreadTarget:
+    """A target that takes connections and reads nothing until `reading` is set, then reads each request and
+    answers 200. A request larger than its receive buffer (a few KiB) and what the sender's socket queues
+    (sized by the segment size, which it sets to an Internet path's: about 100 KB) blocks the write. With
+    `tls` it completes each TLS handshake at once, then waits likewise."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.reading = threading.Event()
+        self.tls = tls
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # accepted connections inherit it
+        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1460)  # not loopback's 64 KiB segments
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests_read = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.listener.accept()
+                threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn = self.tls.wrap_socket(conn, server_side=True) if self.tls else conn
+        self.reading.wait(UNREAD_SECONDS)
+        with conn, contextlib.suppress(OSError):
+            file = conn.makefile("rb")
+            length = next(int(line.split(b":")[1]) for line in iter(file.readline, b"")
+                          if line.lower().startswith(b"content-length:"))
+            while file.readline() not in (b"\r\n", b""):
+                pass
+            file.read(length)
+            self.requests_read += 1
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    def close(self) -> None:
+        self.reading.set()
+        self.listener.close()
+

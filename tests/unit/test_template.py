@@ -550,13 +550,17 @@ def test_data_stores_accept_only_their_port_from_the_functions(resources: dict[s
 def test_functions_reach_web_ports_postgres_and_the_cache_and_nothing_else(resources: dict[str, Any]) -> None:
     assert _rules(resources, "Ingress", "FunctionSecurityGroup") == []
     egress = _rules(resources, "Egress", "FunctionSecurityGroup")
-    to_internet = sorted(r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0")
-    assert to_internet == [80, 443]
+    # 443 (the AWS APIs) always; the other target ports one conditional rule each, slot N of TargetPorts
+    # (evaluated in tests/unit/test_template_operations.py).
+    to_internet = [r["FromPort"] for r in egress if r.get("CidrIp") == "0.0.0.0/0"]
+    assert to_internet[0] == 443 and len(to_internet) == 6
+    slots = {f"FunctionToTargetPort{i}": f"TargetPort{i}" for i in range(1, 6)}
+    assert {name: resources[name]["Condition"] for name in slots} == slots
     to_groups = {(r["FromPort"], r["DestinationSecurityGroupId"]["Ref"]) for r in egress if "DestinationSecurityGroupId" in r}
     assert to_groups == {(5432, "DatabaseSecurityGroup"), (6379, "CacheSecurityGroup"),
                          (5432, "DatabaseProxySecurityGroup")}
     assert all(r["IpProtocol"] == "tcp" and r["FromPort"] == r["ToPort"] for r in egress)
-    assert len(egress) == 5
+    assert len(egress) == 9
 
 
 def test_database_is_private_encrypted_backed_up_and_snapshotted(resources: dict[str, Any]) -> None:
@@ -666,7 +670,7 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
 
 
-def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transformed: dict[str, Any]) -> None:
+def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_make_data_keys(transformed: dict[str, Any]) -> None:
     resources = transformed["Resources"]
     key = resources["SecretsKey"]["Properties"]
     assert key["EnableKeyRotation"] is True
@@ -675,10 +679,14 @@ def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_use_it(transf
     (use,) = resources["SecretsKeyUsePolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert set(use["Action"]) == {"kms:GenerateDataKey", "kms:Decrypt"}
     assert use["Resource"] == {"Fn::GetAtt": ["SecretsKey", "Arn"]}
-    attached = {"Ref": "SecretsKeyUsePolicy"}
+    (unwrap,) = resources["SecretsKeyDecryptPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert (unwrap["Action"], unwrap["Resource"]) == ("kms:Decrypt", use["Resource"])
     for function in FUNCTIONS:
         role = resources[function]["Properties"]["Role"]["Fn::GetAtt"][0]
-        assert (attached in resources[role]["Properties"]["ManagedPolicyArns"]) == (function != "PollerFunction")
+        policies = resources[role]["Properties"]["ManagedPolicyArns"]
+        assert ({"Ref": "SecretsKeyUsePolicy"} in policies) == (function != "PollerFunction")
+        # The maintenance pass finishes re-encryption after a rotation (tickwork.secrets.vault.reseal_unsettled).
+        assert ({"Ref": "SecretsKeyDecryptPolicy"} in policies) == (function == "PollerFunction")
         env = resources[function]["Properties"]["Environment"]["Variables"]
         assert env["TICKWORK_KMS_KEY_ID"] == {"Ref": "SecretsKey"}
 

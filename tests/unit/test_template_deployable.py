@@ -153,10 +153,11 @@ def test_the_created_database_grows_its_storage_before_it_fills_up() -> None:
         "Fn::Not": [{"Fn::Equals": [{"Ref": "DatabaseMaxAllocatedStorage"}, 0]}]}
 
 
-def test_the_operator_topic_is_encrypted_with_a_key_cloudwatch_and_the_publishers_may_use() -> None:
+def test_the_operator_topics_are_encrypted_with_a_key_cloudwatch_and_the_publishers_may_use() -> None:
     resources = transformed()["Resources"]
-    topic, key = resources["OperatorTopic"]["Properties"], resources["OperatorTopicKey"]["Properties"]
-    assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": ["OperatorTopicKey", "Arn"]}
+    key = resources["OperatorTopicKey"]["Properties"]
+    for topic in ("OperatorTopic", "RunFailuresTopic"):  # the alarms', and the runs that failed for good
+        assert resources[topic]["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": ["OperatorTopicKey", "Arn"]}
     assert key["EnableKeyRotation"] is True
     statements = {s["Sid"]: s for s in key["KeyPolicy"]["Statement"]}
     assert statements["CloudWatchAlarmsPublish"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}

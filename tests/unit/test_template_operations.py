@@ -22,6 +22,7 @@ from tests.unit.test_template import TEMPLATE, _NoManagedPolicies, _statements
 from tickwork import metrics
 
 TOPIC = {"Ref": "OperatorTopic"}
+RUN_FAILURES = {"Ref": "RunFailuresTopic"}
 
 
 @lru_cache(maxsize=None)
@@ -81,6 +82,12 @@ class Stack:
                 return self.value(arg[1]) in self.value(arg[0])
             if fn == "Fn::If":
                 return self.value(arg[1] if self.condition(arg[0]) else arg[2])
+            if fn == "Fn::Select":
+                return self.value(arg[1])[int(arg[0])]
+            if fn == "Fn::Split":
+                return self.value(arg[1]).split(arg[0])
+            if fn == "Fn::Sub" and isinstance(arg, str) and set(re.findall(r"\$\{(\w+)\}", arg)) <= set(self.params):
+                return re.sub(r"\$\{(\w+)\}", lambda m: self.params[m.group(1)], arg)  # parameters only
         return node
 
     def condition(self, name: str) -> bool:
@@ -181,6 +188,8 @@ ALARMS = {
     "PollerFunctionErrorsAlarm": ("AWS/Lambda", "Errors", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
     "ExecutorFunctionErrorsAlarm": ("AWS/Lambda", "Errors", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
     "ExecutorThrottlesAlarm": ("AWS/Lambda", "Throttles", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
+    "DatabaseFreeStorageAlarm": ("AWS/RDS", "FreeStorageSpace", "Minimum", 300, 1, "LessThanThreshold", 2 * 1024 ** 3,
+                                 "notBreaching"),
 }
 
 
@@ -219,24 +228,38 @@ def test_alarms_watch_the_stacks_own_functions_and_failure_queue(default: Stack)
     assert dims["FailureQueueAlarm"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["ExecutorFailureQueue", "QueueName"]}}]
 
 
-def test_the_email_subscription_exists_only_with_an_address() -> None:
-    assert Stack().template["Parameters"]["AlarmEmail"]["Default"] == ""
-    assert "OperatorEmailSubscription" not in Stack().resources()
-    subscription = Stack(AlarmEmail="ops@example.com").resources()["OperatorEmailSubscription"]["Properties"]
-    assert subscription == {"TopicArn": TOPIC, "Protocol": "email", "Endpoint": {"Ref": "AlarmEmail"}}
-    pattern = re.compile(Stack().template["Parameters"]["AlarmEmail"]["AllowedPattern"])
-    assert pattern.fullmatch("") and pattern.fullmatch("ops@example.com") and not pattern.fullmatch("not an address")
+def test_the_free_storage_alarm_watches_the_stacks_database_only_when_the_stack_makes_it(default: Stack) -> None:
+    alarm = default.resources()["DatabaseFreeStorageAlarm"]["Properties"]
+    assert alarm["Dimensions"] == [{"Name": "DBInstanceIdentifier", "Value": {"Ref": "Database"}}]
+    # Autoscaling acts at 10% free: on the default storage the alarm is what is left when it cannot.
+    allocated_gib = int(default.params["DatabaseAllocatedStorage"])
+    assert alarm["Threshold"] == allocated_gib * 1024 ** 3 // 10 and default.params["DatabaseMaxAllocatedStorage"] != "0"
+    existing = Stack(DatabaseHost="db.example.com", DatabaseSecretArn="arn:aws:secretsmanager:us-east-1:1:secret:x")
+    assert "DatabaseFreeStorageAlarm" not in existing.resources()
 
 
-def test_poller_and_executor_may_publish_to_the_operator_topic_only(default: Stack) -> None:
+def test_the_email_subscriptions_exist_only_with_an_address() -> None:
+    for parameter, name, topic in (("AlarmEmail", "OperatorEmailSubscription", TOPIC),
+                                   ("RunFailureEmail", "RunFailuresEmailSubscription", RUN_FAILURES)):
+        assert Stack().template["Parameters"][parameter]["Default"] == ""
+        assert name not in Stack().resources()
+        subscription = Stack(**{parameter: "ops@example.com"}).resources()[name]["Properties"]
+        assert subscription == {"TopicArn": topic, "Protocol": "email", "Endpoint": {"Ref": parameter}}
+        pattern = re.compile(Stack().template["Parameters"][parameter]["AllowedPattern"])
+        assert pattern.fullmatch("") and pattern.fullmatch("ops@example.com")
+        assert not pattern.fullmatch("not an address")
+
+
+def test_poller_and_executor_may_publish_to_the_run_failures_topic_only(default: Stack) -> None:
+    """Runs that failed for good go to a topic of their own: the alarms' topic gets alarms only."""
     resources = default.resources()
     publishes = [(name, s) for name, s in _statements(default.template) if "sns:Publish" in json.dumps(s["Action"])]
     assert {name for name, _ in publishes} == {"PollerFunctionRole", "ExecutorFunctionRole"}
     for _, statement in publishes:
         assert statement["Action"] == ["sns:Publish"]
-        assert statement["Resource"]["Fn::Sub"][1] == {"topicName": {"Fn::GetAtt": ["OperatorTopic", "TopicName"]}}
+        assert statement["Resource"]["Fn::Sub"][1] == {"topicName": {"Fn::GetAtt": ["RunFailuresTopic", "TopicName"]}}
     for function in ("PollerFunction", "ExecutorFunction"):
-        assert resources[function]["Properties"]["Environment"]["Variables"]["OPERATOR_TOPIC_ARN"] == TOPIC
+        assert resources[function]["Properties"]["Environment"]["Variables"]["OPERATOR_TOPIC_ARN"] == RUN_FAILURES
     assert "OPERATOR_TOPIC_ARN" not in resources["ApiFunction"]["Properties"]["Environment"]["Variables"]
 
 
@@ -331,6 +354,33 @@ def test_functions_verify_the_database_certificate_by_default(default: Stack) ->
         assert env["DATABASE_SSLMODE"] == {"Ref": "DatabaseSslMode"}
 
 
+@pytest.mark.parametrize(("ports", "open_ports"), [
+    (None, [80, 443]),  # the default, "80,443"
+    ("443", [443]),  # 443 stays open for the AWS APIs, once
+    ("8443,80", [80, 443, 8443]),
+    ("80,443,8080,8443,9000", [80, 443, 8080, 8443, 9000]),
+])
+def test_the_functions_security_group_lets_out_the_target_ports_the_functions_allow(
+    ports: str | None, open_ports: list[int],
+) -> None:
+    """#22: a target port the security group drops would hang a run until its timeout; the API and the
+    executor allow exactly TargetPorts (TICKWORK_TARGET_PORTS), the group lets those out."""
+    stack = Stack() if ports is None else Stack(TargetPorts=ports)
+    group = {"Ref": "FunctionSecurityGroup"}
+    rules = stack.resources()["FunctionSecurityGroup"]["Properties"]["SecurityGroupEgress"] + [
+        {k: stack.value(v) for k, v in r["Properties"].items()} for r in stack.resources().values()
+        if r["Type"] == "AWS::EC2::SecurityGroupEgress" and r["Properties"]["GroupId"] == group
+        and "CidrIp" in r["Properties"]]
+    assert sorted(int(r["FromPort"]) for r in rules) == open_ports
+    assert all(r["FromPort"] == r["ToPort"] and r["CidrIp"] == "0.0.0.0/0" for r in rules)
+    assert stack.params["TargetPorts"] == (ports or "80,443")
+    for function in ("ApiFunction", "ExecutorFunction"):
+        env = stack.resources()[function]["Properties"]["Environment"]["Variables"]
+        assert env["TICKWORK_TARGET_PORTS"] == {"Ref": "TargetPorts"}
+    pattern = re.compile(stack.template["Parameters"]["TargetPorts"]["AllowedPattern"])
+    assert pattern.match(ports or "80,443") and not pattern.match("80,443,1,2,3,4") and not pattern.match("80,")
+
+
 def test_the_api_stage_is_throttled(default: Stack) -> None:
     stage = default.resources()["HttpApiApiGatewayDefaultStage"]["Properties"]
     assert stage["DefaultRouteSettings"] == {"ThrottlingRateLimit": {"Ref": "ApiThrottlingRateLimit"},
@@ -380,6 +430,7 @@ def test_the_custom_domain_exists_only_with_a_name_and_its_record_only_with_a_zo
 def test_the_dashboard_and_topic_are_outputs(default: Stack) -> None:
     outputs = default.template["Outputs"]
     assert outputs["OperatorTopicArn"]["Value"] == TOPIC
+    assert outputs["RunFailuresTopicArn"]["Value"] == RUN_FAILURES
     assert "${Dashboard}" in outputs["DashboardUrl"]["Value"]["Fn::Sub"]
 
 

@@ -81,6 +81,12 @@ class RateLimitedError(TickworkError):
         self.headers = headers
 
 
+class StatementTimeoutError(TickworkError):
+    """A query of the request ran past the API's statement timeout and PostgreSQL cancelled it."""
+
+    code = "statement_timeout"
+
+
 class IdempotencyKeyReusedError(TickworkError):
     """An Idempotency-Key sent again with another request than the one it was first used for."""
 

@@ -66,7 +66,8 @@ class RunSteps(Protocol):
         ...
 
     def fire(self, prepared: delivery.Prepared) -> datetime:
-        """Write the request now; returns the moment it was sent (the attempt's start)."""
+        """Write the request now, as far as its socket takes it without waiting for the target (the rest is
+        written by `Prepared.finish_write`, or `complete`); returns the moment it was sent (the attempt's start)."""
         ...
 
     def run_guarded(self, dispatch: Dispatch) -> Result | str:
@@ -92,8 +93,9 @@ class Sender(Protocol):
     `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
     `results.put`; each run of `group.at_instant` goes through `steps.run_guarded` into `results.put`
     or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and
-    runs due at one instant are written together, none waiting for another's response. If a step
-    raises, `send` raises the first such error once the runs already under way are done.
+    runs due at one instant are written together, in an order that favours none of them, none waiting for
+    another's response or target. If a step raises, `send` raises the first such error once the runs
+    already under way are done.
 
     One Sender serves every invocation of its execution environment (several at once where the
     runtime runs them in one process), so it keeps nothing of a group once `send` returns.

@@ -23,6 +23,10 @@ DEFAULT_PREPARE_RUNS_PER_SECOND = 2000
 DEFAULT_BATCH_SIZE = 1000
 # The tick lock only has to outlive one tick; a poller frozen longer must not block the next second.
 DEFAULT_TICK_LOCK_MS = 900
+# Backlog claims (slots already over 5 s late) one tenant may have per tick, after every on-time slot:
+# a batch's worth, ten times the default quota's 100 runs a second, so a tenant's backlog drains while
+# another tenant's cannot take its turn (tickwork.dispatch.backlog).
+DEFAULT_BACKLOG_PER_TENANT = 1000
 # One due-index shard: every key under one hash tag, as before sharding existed (tickwork.dueindex.shards).
 DEFAULT_DUE_INDEX_SHARDS = 1
 # Below one second the poller cannot honour the schedule.
@@ -42,6 +46,10 @@ DEFAULT_LOST_MARGIN_SECONDS = 60
 # for one client's loop creating them; 6,000 runs a minute is 100 every-second jobs.
 DEFAULT_MAX_JOBS = 1000
 DEFAULT_MAX_RUNS_PER_MINUTE = 6000
+# Runs kept per tenant before its oldest finished ones are pruned (maintenance), whatever their age: 30
+# days of 23 every-minute jobs, or 3 hours of a tenant at quota; at most ~5 GB with 4 KB response bodies,
+# so no one tenant fills the default 20 GB database.
+DEFAULT_MAX_HISTORY_ROWS = 1_000_000
 # Runs of one tenant dispatched and not yet ended (tickwork.dispatch.budget): that quota's 100 runs a second
 # answering within 5 s, and half an account's default 1,000 concurrent executions, so one tenant whose
 # targets hang (6,000 runs a minute at 120 s is ~12,000) cannot throttle everyone's executors and ticks.
@@ -49,6 +57,14 @@ DEFAULT_MAX_RUNS_IN_FLIGHT = 500
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
+# Per tenant, all its keys together: half the HTTP API's default stage limit (50 a second, burst 100, for
+# every tenant), so one tenant's many keys cannot take the whole API from the others; 0 turns it off.
+DEFAULT_TENANT_RATE_LIMIT_PER_SECOND = 25
+DEFAULT_TENANT_RATE_LIMIT_BURST = 50
+# Every query of an API request is cancelled by PostgreSQL past this (503 statement_timeout): well inside
+# API Gateway's 29 s, with room for a request's few queries and the answer; 0 turns it off.
+DEFAULT_API_STATEMENT_TIMEOUT_MS = 10_000
+MAX_API_STATEMENT_TIMEOUT_MS = 25_000
 DEFAULT_DATABASE_PORT = 5432
 # RDS PostgreSQL 15+ refuses unencrypted connections. The template sets verify-full for AWS (below).
 DEFAULT_DATABASE_SSLMODE = "require"
@@ -63,6 +79,9 @@ DEFAULT_DB_POOL_SIZE = 4
 # Generous beside the slowest normal call (a claim of 10,000 runs takes ~0.1 s, a rebuild page less).
 DEFAULT_REDIS_TIMEOUT_SECONDS = 5
 DEFAULT_DB_CONNECT_TIMEOUT_SECONDS = 5
+# Target ports a job may use; empty: any. The local runtime and tests send to servers on random ports; the
+# template sets the ports the functions' security group lets out (its TargetPorts, 80 and 443 by default).
+DEFAULT_TARGET_PORTS: tuple[int, ...] = ()
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -104,6 +123,7 @@ class Settings:
     prepare_runs_per_second: int = DEFAULT_PREPARE_RUNS_PER_SECOND
     batch_size: int = DEFAULT_BATCH_SIZE
     tick_lock_ms: int = DEFAULT_TICK_LOCK_MS
+    backlog_per_tenant: int = DEFAULT_BACKLOG_PER_TENANT
     due_index_shards: int = DEFAULT_DUE_INDEX_SHARDS
     min_interval_seconds: int = DEFAULT_MIN_INTERVAL_SECONDS
     max_request_timeout_seconds: int = DEFAULT_MAX_REQUEST_TIMEOUT_SECONDS
@@ -113,9 +133,13 @@ class Settings:
     lost_margin_seconds: int = DEFAULT_LOST_MARGIN_SECONDS
     max_jobs: int = DEFAULT_MAX_JOBS
     max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
+    max_history_rows: int = DEFAULT_MAX_HISTORY_ROWS
     max_runs_in_flight: int = DEFAULT_MAX_RUNS_IN_FLIGHT
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
+    tenant_rate_limit_per_second: int = DEFAULT_TENANT_RATE_LIMIT_PER_SECOND
+    tenant_rate_limit_burst: int = DEFAULT_TENANT_RATE_LIMIT_BURST
+    api_statement_timeout_ms: int = DEFAULT_API_STATEMENT_TIMEOUT_MS
     # Set instead of a password-bearing URL: the secret (RDS-managed) holds username and password.
     database_secret_arn: str = ""
     database_host: str = ""
@@ -140,6 +164,9 @@ class Settings:
     # Open each run's connection ahead of its instant (only the write is left for the instant); off: connect
     # at the instant, which costs a TCP (and TLS) handshake of lag on every run.
     connect_ahead: bool = True
+    # The only ports a target URL may use (a request to another would wait for its timeout at the security
+    # group); empty: any.
+    target_ports: tuple[int, ...] = DEFAULT_TARGET_PORTS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -161,6 +188,7 @@ class Settings:
             prepare_runs_per_second=_int(env, "TICKWORK_PREPARE_RUNS_PER_SECOND", DEFAULT_PREPARE_RUNS_PER_SECOND),
             batch_size=_int(env, "TICKWORK_BATCH_SIZE", DEFAULT_BATCH_SIZE),
             tick_lock_ms=_int(env, "TICKWORK_TICK_LOCK_MS", DEFAULT_TICK_LOCK_MS),
+            backlog_per_tenant=_bounded(env, "TICKWORK_BACKLOG_PER_TENANT", DEFAULT_BACKLOG_PER_TENANT),
             due_index_shards=_int(env, "TICKWORK_DUE_INDEX_SHARDS", DEFAULT_DUE_INDEX_SHARDS),
             min_interval_seconds=_int(env, "TICKWORK_MIN_INTERVAL_SECONDS", DEFAULT_MIN_INTERVAL_SECONDS),
             max_request_timeout_seconds=_int(
@@ -172,9 +200,16 @@ class Settings:
             lost_margin_seconds=_int(env, "TICKWORK_LOST_MARGIN_SECONDS", DEFAULT_LOST_MARGIN_SECONDS),
             max_jobs=_int(env, "TICKWORK_MAX_JOBS", DEFAULT_MAX_JOBS),
             max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
+            max_history_rows=_bounded(env, "TICKWORK_MAX_HISTORY_ROWS", DEFAULT_MAX_HISTORY_ROWS, low=0),
             max_runs_in_flight=_bounded(env, "TICKWORK_MAX_RUNS_IN_FLIGHT", DEFAULT_MAX_RUNS_IN_FLIGHT),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
+            tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",
+                                              DEFAULT_TENANT_RATE_LIMIT_PER_SECOND),
+            tenant_rate_limit_burst=_int(env, "TICKWORK_TENANT_RATE_LIMIT_BURST", DEFAULT_TENANT_RATE_LIMIT_BURST),
+            api_statement_timeout_ms=_bounded(env, "TICKWORK_API_STATEMENT_TIMEOUT_MS", DEFAULT_API_STATEMENT_TIMEOUT_MS,
+                                              low=0, high=MAX_API_STATEMENT_TIMEOUT_MS,
+                                              why=" (API Gateway ends a request after 29 s)"),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),
             database_host=env.get("DATABASE_HOST", ""),
             database_port=_int(env, "DATABASE_PORT", DEFAULT_DATABASE_PORT),
@@ -191,6 +226,7 @@ class Settings:
             operator_topic_arn=env.get("OPERATOR_TOPIC_ARN", ""),
             target_ca_bundle=_readable_file(env, "TICKWORK_TARGET_CA_BUNDLE"),
             connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
+            target_ports=_ports(env, "TICKWORK_TARGET_PORTS"),
         )
 
 
@@ -206,6 +242,20 @@ def _readable_file(env: Mapping[str, str], name: str) -> str:
     if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
         raise ConfigurationError(f"{name} names {path!r}, which is not a readable file")
     return path
+
+
+def _ports(env: Mapping[str, str], name: str) -> tuple[int, ...]:
+    """A comma-separated list of TCP ports (`80,443`), sorted and each once; empty: DEFAULT_TARGET_PORTS."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return DEFAULT_TARGET_PORTS
+    try:
+        ports = {int(part) for part in raw.split(",")}
+    except ValueError:
+        ports = {0}
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ConfigurationError(f"{name} must be port numbers separated by commas (e.g. 80,443), got {raw!r}")
+    return tuple(sorted(ports))
 
 
 def _require_database(env: Mapping[str, str]) -> None:

@@ -5,12 +5,13 @@ Handlers call `services()`; the local runtime and the tests call `configure()` f
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tickwork.dispatch.invoker import LambdaInvoker
 from tickwork.dueindex.index import DueIndex
@@ -77,6 +78,33 @@ class _IdleCheck:
             conn.execute("")  # raises on a dead connection: the pool replaces it
 
 
+class TimedPool:
+    """A pool whose connections run under PostgreSQL's statement_timeout while checked out from here (the
+    API's requests): a query that would outlast API Gateway's 29 s is cancelled by the server, raising
+    psycopg.errors.QueryCanceled, instead of holding the connection and the database. Set and reset per
+    checkout, so the pool stays shared with work that may legitimately run longer (the local runtime)."""
+
+    def __init__(self, pool: Any, timeout_ms: int) -> None:
+        self.pool = pool
+        self._set = f"SET statement_timeout = {int(timeout_ms)}"
+
+    @contextlib.contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        with self.pool.connection(timeout=timeout) as conn:
+            conn.execute(self._set)
+            try:
+                yield conn
+            finally:
+                if not (conn.closed or conn.broken):  # a broken one is discarded by the pool
+                    conn.execute("RESET statement_timeout")
+
+
+def api_pool(svc: Services) -> Any:
+    """The pool the API's requests query through: timed unless the setting is 0."""
+    timeout_ms = svc.settings.api_statement_timeout_ms
+    return TimedPool(svc.db, timeout_ms) if timeout_ms > 0 else svc.db
+
+
 def build_keyring(settings: Settings) -> Keyring | None:
     """Data keys from the stack's KMS key in AWS, from a key file (under the data directory) locally; None
     without either (what seals or opens a secret then raises ConfigurationError)."""
@@ -113,7 +141,8 @@ def connect_db(settings: Settings, max_size: int = 4, clock: Callable[[], float]
 def db_liveness_options(settings: Settings) -> dict[str, Any]:
     """libpq options that end a connect to a silent server after the setting's seconds, and a connection
     whose server vanished (TCP keepalives while a query runs, unacknowledged writes after 30 s) instead of
-    waiting on it for the kernel's ~15 minutes. No statement timeout: a long prune or rebuild is legitimate."""
+    waiting on it for the kernel's ~15 minutes. No statement timeout here: the API's requests get theirs
+    per checkout (TimedPool); the maintenance pass bounds its own work."""
     return {"connect_timeout": settings.db_connect_timeout_seconds, "keepalives": 1, "keepalives_idle": 30,
             "keepalives_interval": 5, "keepalives_count": 3, "tcp_user_timeout": 30_000}
 

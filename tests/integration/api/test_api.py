@@ -458,7 +458,7 @@ def test_openapi_document_is_generated_from_the_routes(api: Api) -> None:
     assert set(paths["/jobs/{job_id}/executions"]) == {"get"}
     assert set(paths["/executions/{execution_id}"]) == {"get"}
     assert set(paths["/schedules/preview"]) == {"post"}
-    assert set(paths["/jobs"]["post"]["responses"]) == {"201", "400", "401", "403", "409", "422", "429"}
+    assert set(paths["/jobs"]["post"]["responses"]) == {"201", "400", "401", "403", "409", "422", "429", "503"}
     assert document["components"]["schemas"]["JobCreate"]["additionalProperties"] is False
     assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
 
@@ -487,6 +487,23 @@ def test_bad_policy_values_are_rejected_naming_the_field(api: Api) -> None:
     for field, value in (("overlap", "sometimes"), ("catchup", "none"), ("catchup_window_seconds", -1)):
         reply = api.call("POST", "/jobs", job_body(**{field: value}))
         assert reply.status == 400 and reply.body["error"]["field"] == field, reply.body
+
+
+def test_a_sub_minute_schedule_catches_up_at_most_10080_of_its_slots(api: Api) -> None:
+    """An every-second job with a week's window replays 604,800 runs after an outage: refused."""
+    assert api.create(schedule="* * * * * *", catchup="all", catchup_window_seconds=10_080)
+    for schedule, window in (("* * * * * *", 10_081), ("rate(10 seconds)", 100_801), ("*/2 * * 1 * *", 86_400)):
+        reply = api.call("POST", "/jobs", job_body(schedule=schedule, catchup_window_seconds=window))
+        assert reply.status == 400 and reply.body["error"]["field"] == "catchup_window_seconds", reply.body
+        assert "at most" in reply.body["error"]["message"]
+    assert api.create(schedule="rate(10 seconds)", catchup_window_seconds=100_800)
+    weekly_window = api.create(schedule="* * * * *", catchup_window_seconds=604_800)  # a week of a per-minute job
+    to_every_second = api.call("PATCH", f"/jobs/{weekly_window['id']}", {"schedule": "every second"})
+    assert to_every_second.status == 400 and to_every_second.body["error"]["field"] == "catchup_window_seconds"
+    every_second = api.create(schedule="* * * * * *")
+    wider = api.call("PATCH", f"/jobs/{every_second['id']}", {"catchup_window_seconds": 86_400})
+    assert wider.status == 400 and wider.body["error"]["field"] == "catchup_window_seconds"
+    assert api.call("GET", f"/jobs/{every_second['id']}").body["catchup_window_seconds"] == 300
 
 
 def test_deleting_a_job_skips_its_runs_not_started_yet(api: Api, db: Any, services: Services) -> None:

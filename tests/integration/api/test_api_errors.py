@@ -237,3 +237,19 @@ def test_an_interval_below_the_configured_minimum_is_a_400(api: Api, services: S
     assert_error(reply, 400, "invalid_schedule", "schedule")
     assert "minimum" in reply.body["error"]["message"]
     assert api.call("POST", "/jobs", job_body(schedule="*/30 * * * * *")).status == 201
+
+
+def test_a_target_port_the_deployment_cannot_reach_is_a_400_naming_the_url_and_the_ports(
+    api: Api, services: Services,
+) -> None:
+    """#22: the functions' security group lets only the deployment's target ports out (template TargetPorts)."""
+    use_settings(services, allow_private_targets=False, target_ports=(80, 443))
+    reply = api.call("POST", "/jobs", job_body(request={"url": "https://example.com:8443/hook"}))
+    assert_error(reply, 400, "invalid_request", "request.url")
+    assert reply.body["error"]["message"] == "url port 8443 cannot be reached: this deployment sends to ports 80, 443 only"
+    notify = api.call("POST", "/jobs", job_body(notify={"url": "http://example.com:8080/events"}))
+    assert_error(notify, 400, "invalid_request", "notify.url")
+    job = api.call("POST", "/jobs", job_body(request={"url": "https://example.com/hook"}))
+    assert job.status == 201, job.body
+    patched = api.call("PATCH", f"/jobs/{job.body['id']}", {"request": {"url": "http://example.com:8080/"}})
+    assert_error(patched, 400, "invalid_request", "request.url")

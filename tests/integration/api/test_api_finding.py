@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from tests.integration.api_client import Api, job_body, use_clock
+from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant import stats
+from tickwork.wiring import Services
 
 
 @pytest.fixture
@@ -318,13 +321,33 @@ def test_a_short_window_leaves_older_runs_out_and_an_empty_one_has_no_percentile
 
     assert body["window_seconds"] == 60 and sum(body["runs"].values()) == 0
     assert body["fire_lag"] == {"samples": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
-    wide = api.call("GET", "/stats", query={"window": "604800"}).body
+    wide = api.call("GET", "/stats", query={"window": "86400"}).body
     assert wide["runs"]["failed"] == 1 and wide["fire_lag"]["p99_ms"] == pytest.approx(7)
+    assert wide["truncated"] is False
 
 
-@pytest.mark.parametrize("window", ["0", "-5", "604801", "1.5", "hour", ""])
+# A week at quota is 60 million runs: the longest window is a day.
+@pytest.mark.parametrize("window", ["0", "-5", "86401", "604800", "1.5", "hour", ""])
 def test_window_bounds_are_checked(api: Api, window: str) -> None:
     assert error_field(api.call("GET", "/stats", query={"window": window})) == (400, "window")
+
+
+def test_a_window_with_more_runs_than_one_request_counts_is_cut_to_its_newest_whole_slots(
+    api: Api, services: Services, db: Any,
+) -> None:
+    job = api.create()["id"]
+    slots = [STATS_NOW - timedelta(minutes=m) for m in (1, 2, 3, 4)]
+    for slot, status in zip(slots, ("succeeded", "failed", "succeeded", "missed")):
+        insert_execution(db, api.tenant_id, job, slot, status, lag_ms=10)
+    scope = Scope(services.db, api.index, services.settings, api.tenant_id, STATS_NOW)
+
+    result = stats.run_stats(scope, 3600, max_runs=2)
+
+    assert result.truncated and result.since == slots[2] + timedelta(microseconds=1)
+    assert {k: v for k, v in result.runs.items() if v} == {"succeeded": 1, "failed": 1}
+    assert result.lag_samples == 2
+    whole = stats.run_stats(scope, 3600, max_runs=4)
+    assert not whole.truncated and sum(whole.runs.values()) == 4 and whole.since == STATS_NOW - timedelta(hours=1)
 
 
 def test_stats_need_a_key(api: Api) -> None:

@@ -137,13 +137,13 @@ def test_set_quotas_by_name_and_back_to_the_default(api: Api, handler: Handler, 
     result = set_quotas(handler, "acme", max_jobs=5, max_runs_per_minute=50, max_runs_in_flight=7)
     assert result == {"tenant_id": api.tenant_id,
                       "quotas": {"max_jobs": 5, "min_interval_seconds": 1, "max_runs_per_minute": 50,
-                                 "max_runs_in_flight": 7},
+                                 "max_history_rows": 1_000_000, "max_runs_in_flight": 7},
                       "overrides": {"max_jobs": 5, "min_interval_seconds": None, "max_runs_per_minute": 50,
-                                    "max_runs_in_flight": 7}}
+                                    "max_history_rows": None, "max_runs_in_flight": 7}}
     # Absent: unchanged; null: the deployment's default again.
-    result = set_quotas(handler, api.tenant_id, max_jobs=None, max_runs_in_flight=None)
+    result = set_quotas(handler, api.tenant_id, max_jobs=None, max_history_rows=200, max_runs_in_flight=None)
     assert result["quotas"] == {"max_jobs": 1000, "min_interval_seconds": 1, "max_runs_per_minute": 50,
-                                "max_runs_in_flight": 500}
+                                "max_history_rows": 200, "max_runs_in_flight": 500}
 
 
 @pytest.mark.parametrize("fields,field", [
@@ -153,6 +153,7 @@ def test_set_quotas_by_name_and_back_to_the_default(api: Api, handler: Handler, 
     ({"max_jobs": 1.5}, "max_jobs"),
     ({"min_interval_seconds": 0}, "min_interval_seconds"),
     ({"max_runs_per_minute": 10**12}, "max_runs_per_minute"),
+    ({"max_history_rows": -5}, "max_history_rows"),
     ({"max_runs_in_flight": 0}, "max_runs_in_flight"),
     ({"max_job": 5}, "max_job"),
 ])
@@ -160,8 +161,9 @@ def test_bad_quotas_are_a_400_naming_the_field(api: Api, handler: Handler, db: A
                                                fields: dict[str, Any], field: str) -> None:
     result = set_quotas(handler, api.tenant_id, **fields)
     assert result["statusCode"] == 400 and result["error"]["field"] == field, result
-    assert db.execute("SELECT max_jobs, min_interval_seconds, max_runs_per_minute, max_runs_in_flight FROM tenants"
-                      " WHERE id = %s", (api.tenant_id,)).fetchone() == (None, None, None, None)
+    assert db.execute("SELECT max_jobs, min_interval_seconds, max_runs_per_minute, max_history_rows,"
+                      " max_runs_in_flight FROM tenants WHERE id = %s",
+                      (api.tenant_id,)).fetchone() == (None, None, None, None, None)
 
 
 @pytest.mark.parametrize("tenant", [None, "", "no-such-tenant", "00000000-0000-0000-0000-000000000000"])

@@ -14,8 +14,8 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from tests.integration.api_client import Api, use_clock, use_settings
 from tests.support import FakeClock
-from tickwork.dueindex.ratelimit import RateLimiter, decide
-from tickwork.store.tenants import create_api_key
+from tickwork.dueindex.ratelimit import RateLimiter, decide, key_bucket
+from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.wiring import Services, configure
 from tickwork.wiring import services as current_services
 
@@ -73,20 +73,49 @@ def test_errors_after_authentication_carry_the_headers_too(api: Api, clock: Fake
     assert "RateLimit-Limit" not in api.call("GET", "/jobs", token="tw_nope").headers
 
 
+def test_many_keys_of_one_tenant_share_its_budget_another_tenant_is_unaffected(
+    api: Api, services: Services, db: Any,
+) -> None:
+    use_settings(services, allow_private_targets=False, rate_limit_per_second=1, rate_limit_burst=2,
+                 tenant_rate_limit_per_second=1, tenant_rate_limit_burst=3)
+    clock = FakeClock(T0)
+    use_clock(clock.time)
+    keys = [api] + [Api(api.handler, create_api_key(db, api.tenant_id), api.tenant_id, api.index) for _ in range(4)]
+    assert [key.call("GET", "/jobs").status for key in keys] == [200, 200, 200, 429, 429]
+    refused = keys[3].call("GET", "/jobs")
+    assert refused.body["error"]["code"] == "rate_limited" and "tenant" in refused.body["error"]["message"]
+    assert refused.headers["Retry-After"] == "1" and limits(refused) == ("3", "0", "3")
+    other_tenant = create_tenant(db, "tenant-b")
+    other = Api(api.handler, create_api_key(db, other_tenant), other_tenant, api.index)
+    assert [other.call("GET", "/jobs").status for _ in range(2)] == [200, 200]
+    clock.sleep(1)
+    assert [keys[4].call("GET", "/jobs").status for _ in range(2)] == [200, 429]
+
+
+def test_a_request_one_bucket_refuses_spends_nothing_from_the_other(api: Api, services: Services, db: Any) -> None:
+    use_settings(services, allow_private_targets=False, rate_limit_per_second=1, rate_limit_burst=2,
+                 tenant_rate_limit_per_second=1, tenant_rate_limit_burst=3)
+    use_clock(FakeClock(T0).time)
+    second = Api(api.handler, create_api_key(db, api.tenant_id), api.tenant_id, api.index)
+    # The first key's own bucket refuses its third request: the tenant's third token is left for the second.
+    assert [api.call("GET", "/jobs").status for _ in range(5)] == [200, 200, 429, 429, 429]
+    assert [second.call("GET", "/jobs").status for _ in range(2)] == [200, 429]
+
+
 def test_a_limit_of_zero_turns_it_off(api: Api, services: Services) -> None:
-    use_settings(services, allow_private_targets=False, rate_limit_per_second=0)
+    use_settings(services, allow_private_targets=False, rate_limit_per_second=0, tenant_rate_limit_per_second=0)
     use_clock(FakeClock(T0).time)
     replies = [api.call("GET", "/jobs") for _ in range(50)]
     assert {r.status for r in replies} == {200} and "RateLimit-Limit" not in replies[0].headers
 
 
 def test_the_bucket_never_refills_for_a_clock_that_went_back(services: Services) -> None:
-    limiter = RateLimiter(services.redis, services.settings.namespace, 1, 2)
-    assert limiter.take("k", 10_000) is not None
-    assert limiter.take("k", 10_000).allowed  # type: ignore[union-attr]
-    assert not limiter.take("k", 5_000).allowed  # type: ignore[union-attr]
-    assert not limiter.take("k", 10_500).allowed  # type: ignore[union-attr]
-    assert limiter.take("k", 11_000).allowed  # type: ignore[union-attr]
+    limiter, buckets = RateLimiter(services.redis), [key_bucket(services.settings.namespace, "k", 1, 2)]
+    assert limiter.take(buckets, 10_000, {}) is not None
+    assert limiter.take(buckets, 10_000, {}).allowed  # type: ignore[union-attr]
+    assert not limiter.take(buckets, 5_000, {}).allowed  # type: ignore[union-attr]
+    assert not limiter.take(buckets, 10_500, {}).allowed  # type: ignore[union-attr]
+    assert limiter.take(buckets, 11_000, {}).allowed  # type: ignore[union-attr]
 
 
 def test_the_headers_figures() -> None:

@@ -132,6 +132,36 @@ def test_a_patch_referencing_a_missing_secret_is_a_400_and_an_existing_one_is_fi
     assert created.status == 201 and created.body["request"]["url"] == "https://example.com/${secrets.TOKEN}"
 
 
+@pytest.mark.parametrize(("request_fields", "field"), [
+    ({"body": "${secrets.TOKEN}" * 129}, "request.body"),  # 129 x 8 KiB, the largest a secret may be: > 1 MiB
+    ({"headers": {"Authorization": "${secrets.TOKEN}" * 5}}, "request.headers.Authorization"),
+    ({"headers": {f"X-Key-{i}": "${secrets.TOKEN}" for i in range(4)}}, "request.headers"),
+])
+def test_a_job_that_could_expand_past_a_bound_is_a_400_naming_the_field(
+    api: Api, request_fields: dict[str, Any], field: str,
+) -> None:
+    """#22: counted with every secret at its largest (8 KiB), whatever the tenant's secret holds today."""
+    api.call("PUT", "/secrets/TOKEN", {"value": "short"})
+    reply = api.call("POST", "/jobs", job_body(request=request_fields))
+    assert reply.status == 400, reply.body
+    assert reply.body["error"]["field"] == field and "each reference counts as 8192 bytes" in reply.body["error"]["message"]
+    job = api.create()
+    patched = api.call("PATCH", f"/jobs/{job['id']}", {"request": request_fields})
+    assert (patched.status, patched.body["error"]["field"]) == (400, field)
+
+
+def test_a_patch_keeping_a_sealed_header_is_measured_by_what_it_sends(api: Api) -> None:
+    """A sensitive header sent back as *** keeps its sealed value: measured opened, its reference counted."""
+    api.call("PUT", "/secrets/TOKEN", {"value": VALUE})
+    three = {"Authorization": "${secrets.TOKEN}", "X-A": "${secrets.TOKEN}", "X-B": "${secrets.TOKEN}"}
+    job = api.create(request={"headers": three})
+    kept = {**three, "Authorization": "***"}
+    assert api.call("PATCH", f"/jobs/{job['id']}", {"request": {"headers": kept}}).status == 200
+    four = {**kept, "X-C": "${secrets.TOKEN}"}  # the sealed one's reference makes four: over 32 KiB
+    refused = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"headers": four}})
+    assert (refused.status, refused.body["error"]["field"]) == (400, "request.headers")
+
+
 def test_the_signing_secret_is_created_once_and_rotation_makes_a_new_one(api: Api, other: Api) -> None:
     first = api.call("GET", "/signing-secret")
     again = api.call("GET", "/signing-secret")

@@ -156,6 +156,21 @@ def test_poller_stopped_two_hours_respects_the_catch_up_window(services: Service
     assert from_ms(score_of(due_index(services), f"j:{job_id}")) == T0 + timedelta(hours=2, minutes=1)
 
 
+def test_a_tick_out_of_planning_time_leaves_the_rest_due_for_the_next_tick(services: Services, invoker) -> None:
+    """Break: planning is slow (a clock that moves 0.1 s each time the tick asks it; a 0.35 s budget).
+    Must hold: each tick stops planning at its budget and claims only what it planned; the rest stays due
+    at its slot and the following ticks claim it: every slot once, on time, none missed."""
+    job_ids = [insert_job(services, schedule="* * * * *", next_run_at=T0) for _ in range(10)]
+    mark_built(due_index(services), to_ms(T0))
+    seconds = iter(range(10_000))
+    poller = Poller(services, plan_seconds=0.35, clock=lambda: next(seconds) / 10)
+    results = [poller.tick(to_ms(T0) + 100 * n) for n in range(4)]
+    assert [(r.claimed, r.unplanned) for r in results] == [(3, 7), (3, 4), (3, 1), (1, 0)]
+    for job_id in job_ids:
+        assert [(r[1], r[2]) for r in executions(services, job_id)] == [(T0, "queued")]
+    assert sorted(d.fire_at_ms for d in invoker.dispatches) == [to_ms(T0)] * 10
+
+
 def test_a_slot_older_than_a_zero_window_is_missed_not_fired(services: Services, invoker) -> None:
     job_id = insert_job(services, schedule="0 * * * *", next_run_at=T0)
     with services.db.connection() as conn:

@@ -1,6 +1,7 @@
 """HTTP delivery against a real loopback server: pinning the checked address, classifying failures."""
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ import pytest
 from urllib3.connection import HTTPConnection
 
 from tests.conftest import Target
+from tests.integration.helpers import BIG_BODY, UnreadTarget
 from tests.support import send, wait_for
 from tickwork.http.delivery import MAX_STORED_BODY_BYTES, Connections, TargetKey, prepare
 from tickwork.http.signing import Signing
@@ -120,6 +122,63 @@ def test_firing_writes_the_head_and_the_body_in_one_send(target: Target) -> None
     assert body == b'{"a":1}'
     assert prepared.complete().status_code == 200
     assert [(r["method"], r["body"]) for r in target.requests] == [("POST", '{"a":1}')]
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_firing_leaves_what_a_target_does_not_read_at_once_for_complete_to_write(
+    scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The group's writer fires: it must not wait for a target that stops reading. The target reads only
+    once fire() has returned, so a fire() that waited for it would fail the attempt unsent. (Over TLS
+    OpenSSL counts nothing written until the whole request is: it is handed the same bytes again.)"""
+    tls = None
+    if scheme == "https":
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(*_self_signed(tmp_path, "localhost"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))  # trust the test certificate
+    unread = UnreadTarget(tls)
+    try:
+        url = unread.url.replace("127.0.0.1", "localhost") + "/big"
+        prepared = prepare(Connections(), {"method": "POST", "url": url, "body": BIG_BODY}, {}, timeout=3,
+                           pinned_address="127.0.0.1")
+        assert prepared.error is None
+        prepared.fire()
+        assert prepared.awaiting() == (None, 0.0)  # nothing to wait for before the rest is written
+        assert getattr(prepared.conn, "written") < len(BIG_BODY.encode())
+        unread.reading.set()
+        outcome = prepared.complete()
+    finally:
+        unread.close()
+    assert (outcome.status_code, outcome.body, outcome.error) == (200, "ok", None)
+    assert unread.requests_read == 1
+
+
+def test_firing_opens_no_connection_a_run_left_for_its_instant() -> None:
+    """Opening a connection waits on the target (a round trip, or the whole timeout while it drops
+    connection attempts): complete() opens it and writes, not the group's writer."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/x"
+        prepared = prepare(Connections(connect_ahead=False), {"url": url}, {}, timeout=5)
+        prepared.fire()
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # no connection was attempted
+        answering = threading.Thread(target=_answer_one, args=(listener,))
+        answering.start()
+        outcome = prepared.complete()
+        answering.join(5)
+    assert (outcome.status_code, outcome.error) == (200, None)
+
+
+def _answer_one(listener: socket.socket) -> None:
+    """Accept one connection, read a request's head and answer 200 with no body."""
+    listener.setblocking(True)
+    conn, _ = listener.accept()
+    with conn:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
 
 
 def test_a_target_that_cannot_be_reached_fails_when_getting_ready_and_fires_nothing() -> None:

@@ -36,13 +36,6 @@ from tickwork.wiring import Services
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def notify_target() -> Iterator[Target]:
-    server = Target()
-    yield server
-    server.close()
-
-
 def _watched_job(services: Services, target: Target, notify_target: Target | None, pause_after: int | None) -> str:
     job_id = insert_job(services, schedule="0 0 1 1 *", next_run_at=T0 + timedelta(days=30),
                         url=target.url + "/hook", retry={"max_attempts": 1})
@@ -277,6 +270,52 @@ def test_final_failures_of_any_job_are_published_to_the_operator_topic(
     published = json.loads(messages[0]["Body"])
     assert (published["job_id"], published["status_code"], published["error"]) == (job_id, 500, "HTTP 500")
     assert _rows(svc, job_id) == [("run.failed", "delivered", 1, "operator")]
+
+
+def test_operator_failures_of_a_job_are_published_once_a_minute_and_the_rest_summarised(
+    services: Services, target: Target, sns_queue: tuple[Any, str, str],
+) -> None:
+    """A job failing every 10 s: its first failure in a minute is published at once, the later ones of that
+    minute in one summary when the minute is over, and the next minute starts again."""
+    sns, topic, queue_url = sns_queue
+    svc = replace(services, settings=replace(services.settings, operator_topic_arn=topic), sns=sns)
+    job_id = insert_job(svc, schedule="0 0 1 1 *", next_run_at=T0 + timedelta(days=30), url=target.url + "/hook",
+                        retry={"max_attempts": 1})
+    target.default_status = 500
+    clock = FakeClock(T0)
+    executor = executor_at(svc, clock)
+    sqs = boto3.client("sqs")
+
+    def fail_and_publish(at: datetime) -> list[dict[str, Any]]:
+        clock.at = at
+        assert _run_once(svc, executor, job_id, at) == "failed"
+        _deliver(executor, _dispatched_notifications(svc, at))
+        return _published(sqs, queue_url)
+
+    assert [m["execution_id"] for m in fail_and_publish(T0)] == [_latest_run(svc, job_id)]
+    for seconds in (10, 20, 30):
+        assert fail_and_publish(T0 + timedelta(seconds=seconds)) == []
+    last = _latest_run(svc, job_id)
+    assert _deliver(executor, _dispatched_notifications(svc, T0 + timedelta(seconds=65))) == ["delivered"]
+    (summary,) = _published(sqs, queue_url)
+    assert (summary["summary"], summary["failures"], summary["execution_id"]) == (True, 3, last)
+    assert (summary["job_id"], summary["minute"]) == (job_id, "2026-11-30T12:00:00.000Z")
+    (first_next_minute,) = fail_and_publish(T0 + timedelta(seconds=70))
+    assert first_next_minute["minute"] == "2026-11-30T12:01:00.000Z" and "summary" not in first_next_minute
+
+
+def _published(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    """What the operator topic published since the last call (read from its subscribed queue)."""
+    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+    for message in messages:
+        sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    return [json.loads(m["Body"]) for m in messages]
+
+
+def _latest_run(services: Services, job_id: str) -> str:
+    with services.db.connection() as conn:
+        return str(conn.execute("SELECT id::text FROM executions WHERE job_id = %s ORDER BY scheduled_for DESC LIMIT 1",
+                                (job_id,)).fetchone()[0])
 
 
 def test_a_run_the_sweeper_ends_lost_notifies_its_failure(

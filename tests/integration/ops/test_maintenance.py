@@ -7,12 +7,18 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from tests.conftest import load_event
 from tests.integration.helpers import attempts, due_index, executions, insert_job
 from tests.support import mark_built, score_of
 from tickwork.dispatch.poller import Poller
-from tickwork.ops.maintenance import run_maintenance
+from tickwork.ops.maintenance import BATCH, RETENTION_UNTIL_SECONDS, run_maintenance
+from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as maintenance_store
+from tickwork.store import notifications as notifications_store
+from tickwork.store import quotas as quotas_store
+from tickwork.store.tenants import create_tenant, find_tenant
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -238,13 +244,116 @@ def test_retention_deletes_old_finished_runs_with_their_attempts_only(services: 
     assert attempts(services, finished["succeeded"]) == []
 
 
-def test_retention_deletes_in_bounded_batches(services: Services) -> None:
+class SteppingClock:
+    """A monotonic clock that moves `step` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.reads = step, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.reads * self.step
+
+
+def insert_old_runs(svc: Services, job_id: str, count: int, days: int = 40) -> None:
+    """`count` succeeded runs of `job_id`, one a second, all older than `days` (one statement)."""
+    with svc.db.connection() as conn:
+        conn.execute(
+            "INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, created_at)"
+            " SELECT gen_random_uuid(), tenant_id, id, %(at)s - make_interval(secs => n), 'schedule', 'succeeded',"
+            "        %(at)s - make_interval(secs => n)"
+            "   FROM jobs, generate_series(1, %(count)s) AS n WHERE jobs.id = %(job)s",
+            {"at": NOW - timedelta(days=days), "count": count, "job": job_id})
+
+
+def test_retention_deletes_in_batches_oldest_first_until_the_budget_is_spent(services: Services) -> None:
     job_id = later_job(services)
-    for i in range(5):
-        insert_execution(services, job_id, status="succeeded", created_at=NOW - timedelta(days=40, seconds=i))
+    insert_old_runs(services, job_id, 5)
     with services.db.connection() as conn:
-        assert maintenance_store.prune_executions(conn, NOW - timedelta(days=30), batch=2, max_batches=2) == 4
-    assert len(executions(services, job_id)) == 1
+        spent_after_two = maintenance_store.Budget(until=2, clock=SteppingClock(1))
+        assert maintenance_store.prune_executions(conn, NOW - timedelta(days=30), 2, spent_after_two) == 4
+    # The newest of the five is left.
+    assert [row[1] for row in executions(services, job_id)] == [NOW - timedelta(days=40, seconds=1)]
+
+
+def test_a_tenant_over_its_history_quota_loses_its_oldest_finished_runs_only(services: Services) -> None:
+    with services.db.connection() as conn:
+        flooding, quiet = create_tenant(conn, "flooding"), create_tenant(conn, "quiet")
+        quotas_store.set_overrides(conn, flooding, {"max_history_rows": 3})
+    flood_job, quiet_job = later_job(services, tenant_id=flooding), later_job(services, tenant_id=quiet)
+    # insert_execution gives each later run an older slot: the first inserted is the newest.
+    newest = [insert_execution(services, flood_job, status="succeeded") for _ in range(2)]
+    running = insert_execution(services, flood_job, status="running", attempt_started_at=NOW)
+    oldest = [insert_execution(services, flood_job, status=s) for s in ("failed", "missed", "lost", "succeeded")]
+    still_retrying = insert_execution(services, flood_job, status="retrying", next_attempt_at=NOW + timedelta(hours=1))
+    quiet_runs = {insert_execution(services, quiet_job, status="succeeded") for _ in range(6)}
+    with services.db.connection() as conn:
+        conn.execute("INSERT INTO attempts (execution_id, number, started_at, duration_ms) VALUES (%s, 1, %s, 5)",
+                     (oldest[-1], NOW))
+
+    report = run_maintenance(services, NOW, clock=SteppingClock(0.001))
+
+    # Three newest kept (one of them in progress); older finished runs go, an unfinished one stays.
+    assert report.history_pruned == len(oldest) and report.pruned == 0
+    assert {r[0] for r in executions(services, flood_job)} == {*newest, running, still_retrying}
+    assert attempts(services, oldest[-1]) == []
+    # The tenant beside it, under the default quota, keeps everything.
+    assert {r[0] for r in executions(services, quiet_job)} == quiet_runs
+
+
+def test_the_history_quota_prunes_oldest_first_and_stops_with_the_budget(services: Services) -> None:
+    job_id = later_job(services)
+    with services.db.connection() as conn:
+        quotas_store.set_overrides(conn, find_tenant(conn, "t"), {"max_history_rows": 100})
+    insert_old_runs(services, job_id, 5 * BATCH + 100, days=1)
+    # Read when the pass starts and at least after every batch, half the budget each time: 2 batches at most.
+    first = run_maintenance(services, NOW, clock=SteppingClock(RETENTION_UNTIL_SECONDS / 2)).history_pruned
+    assert BATCH <= first <= 2 * BATCH
+    left = [row[1] for row in executions(services, job_id)]
+    assert len(left) == 5 * BATCH + 100 - first and min(left) == NOW - timedelta(days=1, seconds=len(left))
+    # The next pass goes on where this one stopped.
+    assert run_maintenance(services, NOW, clock=SteppingClock(0.001)).history_pruned == 5 * BATCH - first
+    assert len(executions(services, job_id)) == 100
+
+
+def test_the_history_quota_delete_walks_the_tenant_index_oldest_first(db: Any) -> None:
+    params = {"tenant_id": str(uuid.uuid4()), "scheduled_for": NOW, "id": str(uuid.uuid4()), "limit": BATCH}
+    with db.transaction():
+        db.execute("SET LOCAL enable_seqscan = off")
+        db.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + maintenance_store._PRUNE_HISTORY, params))
+    assert "Index Scan Backward using executions_tenant_newest" in plan and "Sort" not in plan, plan
+
+
+@pytest.mark.parametrize(("sql", "index"), [(maintenance_store._PRUNE, "executions_final_created"),
+                                              (notifications_store._PRUNE, "notifications_final_created"),
+                                              (idempotency_store._PRUNE, "idempotency_keys_created")])
+def test_each_retention_delete_walks_an_index_oldest_first(db: Any, sql: str, index: str) -> None:
+    # Tables here are tiny, so the planner is told to avoid scanning them whole: what is checked is that an
+    # index's predicate covers the query and that its order serves ORDER BY without a sort.
+    with db.transaction():
+        db.execute("SET LOCAL enable_seqscan = off")
+        db.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + sql, {"cutoff": NOW, "limit": BATCH}))
+    assert f"Index Scan using {index}" in plan and "Sort" not in plan, plan
+
+
+def test_retention_keeps_up_beyond_the_old_20000_rows_a_pass_within_its_budget(services: Services) -> None:
+    job_id = later_job(services)
+    insert_old_runs(services, job_id, 25_000)
+    # Time barely moves: the pass goes on until nothing old is left (the old pass stopped at 20 x 1,000).
+    report = run_maintenance(services, NOW, clock=SteppingClock(0.001))
+    assert report.pruned == 25_000 and executions(services, job_id) == []
+
+
+def test_retention_stops_when_its_budget_is_spent(services: Services) -> None:
+    job_id = later_job(services)
+    insert_old_runs(services, job_id, 25_000)
+    # Every read of the clock spends a quarter of the budget: it is read when the pass starts, then at
+    # least after every batch, so at most 4 batches fit.
+    report = run_maintenance(services, NOW, clock=SteppingClock(RETENTION_UNTIL_SECONDS / 4))
+    assert BATCH <= report.pruned <= 4 * BATCH and report.pruned % BATCH == 0
+    assert len(executions(services, job_id)) == 25_000 - report.pruned
 
 
 # ---------------------------------------------------------------- lock and handler

@@ -199,6 +199,21 @@ def test_a_deployed_executor_refuses_a_private_target_without_sending(services: 
     assert target.requests == []
 
 
+def test_a_run_to_a_port_the_deployment_cannot_reach_fails_without_sending_or_retrying(
+    services: Services, target: Target,
+) -> None:
+    """#22: a job saved before the target ports were narrowed would hang at the security group until its
+    timeout, holding an execution: refused at once instead."""
+    _, dispatch = _queued_run(services, target, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
+    narrowed = Services(replace(services.settings, target_ports=(80, 443)), services.db, services.redis,
+                        services.invoker, keyring=services.keyring)
+    assert _executor(narrowed).run([dispatch]) == ["failed"]
+    (attempt,) = attempts(services, dispatch.execution_id)
+    port = target.url.rsplit(":", 1)[1]
+    assert attempt[4] == f"refused: url port {port} cannot be reached: this deployment sends to ports 80, 443 only"
+    assert target.requests == []
+
+
 def _queued_group(services: Services, target: Target, count: int, **job: object) -> list[Dispatch]:
     for i in range(count):
         insert_job(services, schedule="0 0 1 1 *", next_run_at=T0, url=f"{target.url}/run{i}", **job)

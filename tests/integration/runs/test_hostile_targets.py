@@ -11,12 +11,12 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.integration.helpers import insert_job
-from tests.support import send
+from tests.integration.helpers import BIG_BODY, UNREAD_SECONDS, UnreadTarget, insert_job
+from tests.support import send, wait_for
 from tickwork.dispatch.poller import Poller
 from tickwork.http.delivery import Connections, prepare
 from tickwork.models import Dispatch
@@ -396,6 +396,44 @@ def _attempt_started_at(services: Services, execution_id: str) -> datetime:
             return started[0]
         time.sleep(0.02)
     raise AssertionError("the run never started")
+
+
+# ---------------------------------------------------------------- a target that does not read
+
+
+@pytest.mark.parametrize("make_sender", [BoundedSender, SharedSender], ids=["BoundedSender", "SharedSender"])
+def test_a_target_that_does_not_read_its_request_holds_back_no_other_run_of_its_instant(
+    services: Services, hostile: HostileTarget, make_sender: Callable[[], BoundedSender],
+) -> None:
+    """A request its target does not read (a body larger than its buffer and the socket's queue), first in
+    its group; another tenant's runs of the same instant still go out at once. The target reads only once
+    those have arrived (or after UNREAD_SECONDS, past every run's timeout): a writer waiting on it would
+    hold them until the blocked run's 8 s are up, when their own 5 s have run out unsent.
+
+    The runs are claimed ahead and the executor waits for their instant on the wall clock (the slot is
+    taken from it), so that all of them are ready then and the group's writer writes them all."""
+    slot = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=2)
+    unread, sender = UnreadTarget(), make_sender()
+    try:
+        with services.db.connection() as conn:
+            first, second = create_tenant(conn, "first"), create_tenant(conn, "second")
+        blocked = _job(services, f"{unread.url}/unread", first, slot, body=BIG_BODY, timeout_seconds=8)
+        for n in range(3):
+            _job(services, f"{hostile.url}/ok-{n}", second, slot)
+        claimed = _claim(services, slot - timedelta(milliseconds=services.settings.lookahead_ms))
+        with services.db.connection() as conn:
+            (blocked_run,) = conn.execute("SELECT id::text FROM executions WHERE job_id = %s", (blocked,)).fetchone()
+        group = sorted(claimed, key=lambda dispatch: dispatch.execution_id != blocked_run)  # the blocked one first
+        threading.Thread(target=lambda: wait_for(lambda: hostile.requests_served == 3, UNREAD_SECONDS)
+                         and unread.reading.set(), daemon=True).start()
+        outcomes = Executor(replace(services, sender=sender), http_client()).run(group)
+    finally:
+        sender.close()
+        unread.close()
+    assert outcomes == ["succeeded"] * 4
+    runs = _runs(services)
+    assert runs["unread"] == ("succeeded", 200, "ok", None) and unread.requests_read == 1
+    assert [runs[f"ok-{n}"] for n in range(3)] == [("succeeded", 200, "ok", None)] * 3
 
 
 # ---------------------------------------------------------------- secrets a target echoes

@@ -26,7 +26,7 @@ from tickwork.models import Dispatch
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_tenant
-from tickwork.timeutil import to_ms
+from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 
 TOKEN = "tok-3f9a1c77-never-stored"
@@ -139,6 +139,23 @@ def test_an_unknown_secret_fails_the_attempt_without_retrying(
     assert [(a[0], a[4]) for a in attempts(services, run[0])] == [(1, "unknown secret TOKEN")]
 
 
+def test_a_job_saved_before_the_bounds_fails_its_attempt_without_building_or_retrying_it(
+    services: Services, target: Target, tenant: str, now: datetime,
+) -> None:
+    """#22: the job of the issue (8 KiB secrets, a 64K body of references: ~45 MB) stored before the API
+    refused it; the executor stops at the bound and records why, without the value, and does not retry."""
+    big = "v" * vault.MAX_VALUE_BYTES
+    vault.put_secret(_scope(services, tenant, now), "BIG", big)
+    body = "${secrets.BIG}" * (64 * 1024 // len("${secrets.BIG}"))
+    job_id = _job(services, tenant, now, target, body=body,
+                  retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
+    assert _run(services, job_id, FakeClock(now)) == ["failed"]
+    assert target.requests == []
+    (run,) = executions(services, job_id)
+    ((number, _, _, _, error),) = attempts(services, run[0])
+    assert (number, error) == (1, "refused: the body would be over 1048576 bytes with the secrets in")
+
+
 def test_a_secret_in_the_url_goes_through_the_ssrf_guard_after_interpolation(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
@@ -225,6 +242,21 @@ def test_a_stale_request_fails_verification(services: Services, target: Target, 
         Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
 
 
+def test_a_first_attempt_sent_late_is_signed_when_sent_and_verifies(
+    services: Services, target: Target, tenant: str, now: datetime,
+) -> None:
+    # Dispatched at its second, run ten minutes later (a backlog): past the receivers' 5-minute tolerance.
+    planned = now - timedelta(minutes=10)
+    job_id = _job(services, tenant, planned, target)
+    Poller(services).tick(to_ms(planned))
+    dispatches: list[Dispatch] = list(services.invoker.dispatches)  # type: ignore[union-attr]
+    assert executor_at(services, FakeClock(now)).run(dispatches) == ["succeeded"]
+    sent = target.requests[-1]
+    assert sent["headers"]["Tickwork-Scheduled-For"] == rfc3339(planned)
+    assert sent["headers"]["webhook-timestamp"] == str(int(now.timestamp()))
+    Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
+
+
 def test_plain_header_values_of_older_rows_are_still_sent(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
@@ -243,7 +275,8 @@ def test_reencrypting_everything_moves_values_to_a_new_key_and_runs_still_send_t
     job_id = _job(services, tenant, now, target, headers={"Authorization": "Bearer ${secrets.TOKEN}",
                                                          "X-Api-Key": API_KEY})
     result = handle_admin(services.db, {"admin": "rotate-encryption-key"}, services.settings, keyring=services.keyring)
-    assert result == {"key_version": 2, "secrets": 1, "signing_secrets": 1, "jobs": 1}
+    assert result == {"key_version": 2, "secrets": 1, "signing_secrets": 1, "jobs": 1,
+                      "remaining": {"secrets": 0, "signing_secrets": 0, "jobs": 0}}
     with services.db.connection() as conn:
         sealed = [r[0] for r in conn.execute("SELECT sealed FROM secrets UNION ALL SELECT sealed FROM signing_secrets")]
         headers = conn.execute("SELECT request FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]["headers"]

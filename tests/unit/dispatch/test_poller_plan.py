@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, plan_batch, tick_point
 from tickwork.dueindex.entries import DueEntry
 from tickwork.models import Dispatch
+from tickwork.rules.policy import MAX_COUNTED_MISSES
 from tickwork.schedule.engine import parse_schedule
 from tickwork.schedule.specs import index_spec
 from tickwork.store.executions import Slot
@@ -70,3 +71,25 @@ def test_a_tick_claims_as_of_half_past_the_second_it_was_invoked_in_or_as_of_now
     assert tick_point(second + 0.031) == second + 0.5  # the Wait ended on the second, the invoke took 31 ms
     assert tick_point(second + 0.5) == second + 0.5
     assert tick_point(second + 0.8) == second + 0.8  # late (a retry, a first tick)
+
+
+def test_planning_stops_when_the_budget_runs_out_and_leaves_the_rest_unclaimed() -> None:
+    entries = [DueEntry(f"j:job-{n}", T0, index_spec(EVERY_2S, 1)) for n in range(10)]
+    asked = []
+
+    def out_of_time() -> bool:  # the budget runs out once three entries are planned
+        asked.append(True)
+        return len(asked) >= 3
+
+    plan = plan_batch(entries, T0, out_of_time)
+    assert [claim.member for claim, _ in plan.claims] == ["j:job-0", "j:job-1", "j:job-2"]
+    assert plan.unplanned == 7
+    assert plan_batch(entries[:1], T0, lambda: True).unplanned == 0  # a batch always plans its first entry
+
+
+def test_a_count_that_stopped_at_its_cap_is_noted_as_a_lower_bound() -> None:
+    office_hours_every_second = parse_schedule("* * 8-20 * * *", "Europe/Paris")  # no period: counted slot by slot
+    entry = DueEntry("j:job-1", T0, index_spec(office_hours_every_second, 1, catchup_window_seconds=300))
+    _, slot = plan_batch([entry], now_ms=T0 + 3 * 3600_000 + 500).claims[0]
+    assert isinstance(slot, Slot) and slot.missed_count == MAX_COUNTED_MISSES
+    assert slot.missed_note is not None and slot.missed_note.startswith(f"missed at least {MAX_COUNTED_MISSES} run(s)")

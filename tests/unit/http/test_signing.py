@@ -4,11 +4,12 @@ The verifier reads the wall clock (5 minutes of tolerance), so timestamps here a
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from tickwork.http.signing import SECRET_PREFIX, Signing, new_secret, secret_key
+from tickwork.http.signing import SECRET_PREFIX, STALE_AFTER_SECONDS, Signing, new_secret, secret_key, webhook_timestamp
 
 
 def test_a_new_secret_is_whsec_and_base64_of_32_random_bytes() -> None:
@@ -48,3 +49,19 @@ def test_a_stale_timestamp_fails() -> None:
     headers = Signing("run-4", int(time.time()) - 600, (secret_key(secret),)).headers(b"{}")
     with pytest.raises(WebhookVerificationError, match="too old"):
         Webhook(secret).verify(b"{}", headers)
+
+
+def test_an_attempt_sent_on_time_keeps_its_planned_second() -> None:
+    planned = datetime(2026, 3, 29, 0, 59, 59, tzinfo=timezone.utc)
+    for late in (0.0, 0.999, 30.0, STALE_AFTER_SECONDS):
+        assert webhook_timestamp(planned, planned.timestamp() + late) == int(planned.timestamp())
+    assert webhook_timestamp(planned, planned.timestamp() - 10) == int(planned.timestamp())  # made ready ahead
+
+
+def test_an_attempt_sent_late_is_signed_with_its_send_time_and_verifies() -> None:
+    secret = new_secret()
+    now = time.time()  # the verifier's own clock: the only reading here
+    planned = datetime.fromtimestamp(int(now), timezone.utc) - timedelta(minutes=10)
+    stamp = webhook_timestamp(planned, now)
+    assert stamp == int(now)
+    Webhook(secret).verify(b"{}", Signing("run-5", stamp, (secret_key(secret),)).headers(b"{}"))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tickwork.errors import InvalidInputError, UnsafeTargetError
-from tickwork.http.targets import MAX_URL_LENGTH, resolve_public_addresses, validate_target_url
+from tickwork.http.targets import MAX_URL_LENGTH, check_port, resolve_public_addresses, validate_target_url
 
 PUBLIC_URLS = [
     "https://example.com/hook",
@@ -124,6 +124,33 @@ def test_refusal_never_echoes_the_host(url: str) -> None:
     with pytest.raises(UnsafeTargetError) as caught:
         validate_target_url(url, allow_private=False)
     assert not any(part in caught.value.message for part in ("10.", "11", "fd12", "zqxj", "\uff11"))
+
+
+@pytest.mark.parametrize(("url", "port"), [
+    ("http://example.com:8080/hook", 8080), ("https://example.com:8443/", 8443), ("http://example.com:443/", 443),
+    ("https://example.com:80/", 80), ("http://127.0.0.1:9000/", 9000),
+])
+def test_a_port_the_deployment_cannot_reach_is_refused_naming_the_url_and_the_ports(url: str, port: int) -> None:
+    """#22: the functions' security group lets only the deployment's target ports out."""
+    ports = (443,) if port == 80 else (80,) if port == 443 else (80, 443)
+    for check in (lambda: validate_target_url(url, True, ports), lambda: check_port(url, ports)):
+        with pytest.raises(InvalidInputError) as raised:
+            check()
+        assert raised.value.field == "request.url"
+        allowed = ", ".join(map(str, ports))
+        assert raised.value.message == f"url port {port} cannot be reached: this deployment sends to ports {allowed} only"
+
+
+@pytest.mark.parametrize("url", ["http://example.com/", "https://example.com/", "http://example.com:80/x",
+                                 "https://example.com:443/", "HTTPS://example.com/"])
+def test_the_schemes_default_ports_and_the_listed_ones_pass(url: str) -> None:
+    assert validate_target_url(url, False, (80, 443)) == url
+    check_port(url, (80, 443))
+
+
+def test_no_target_ports_means_any_port() -> None:
+    assert validate_target_url("http://127.0.0.1:54321/", True) == "http://127.0.0.1:54321/"
+    check_port("http://127.0.0.1:54321/", ())
 
 
 def test_unicode_public_names_pass() -> None:

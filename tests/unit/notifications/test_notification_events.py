@@ -53,3 +53,15 @@ def test_only_the_chosen_events_are_sent() -> None:
     unnotified = replace(STATE, notify=None, consecutive_failures=2)
     verdict = notifications.judge(unnotified, FAILED, NOW)
     assert verdict.events == [] and verdict.state.status == "paused"
+
+
+def test_operator_events_are_one_per_job_and_minute_and_the_summary_goes_when_the_minute_is_over() -> None:
+    other_run = replace(FAILED, execution_id="e9")
+    first = notifications.operator_event(FAILED, NOW)
+    assert first.id == notifications.operator_event(other_run, NOW.replace(second=59)).id
+    assert first.id != notifications.operator_event(FAILED, NOW.replace(minute=31)).id
+    assert first.payload["id"] == first.id and first.payload["minute"] == "2026-10-25T00:30:00.000Z"
+    summary, due = notifications.operator_summary(other_run, NOW.replace(second=40))
+    assert summary.id not in (first.id, notifications.operator_summary(FAILED, NOW.replace(minute=31))[0].id)
+    assert (summary.payload["execution_id"], summary.payload["failures"], summary.payload["summary"]) == ("e9", 1, True)
+    assert due == NOW + notifications.SUMMARY_AFTER and due > NOW.replace(minute=31)

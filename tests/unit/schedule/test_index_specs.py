@@ -33,6 +33,13 @@ def test_each_spec_is_the_one_the_api_writes(job: JobRow) -> None:
     assert specs.encoded(replace(job, id="job-2")) == encode_spec(scheduling.job_spec(job))
 
 
+def test_a_spec_names_its_tenant_whose_backlog_share_the_job_takes() -> None:
+    specs = IndexSpecs()
+    other = replace(JOB, id="job-2", tenant_id="u")
+    assert scheduling.job_spec(JOB)["t"] == "t" and scheduling.job_spec(other)["t"] == "u"
+    assert specs.encoded(JOB) != specs.encoded(other) == encode_spec(scheduling.job_spec(other))
+
+
 def test_jobs_sharing_a_schedule_share_a_spec_but_a_rate_counts_from_its_own_creation() -> None:
     specs = IndexSpecs()
     later = T0 - timedelta(seconds=7)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwork.errors import QuotaExceededError
+from tickwork.errors import ConfigurationError, QuotaExceededError
 from tickwork.schedule.engine import parse_schedule
 from tickwork.settings import Settings
 from tickwork.tenant import quotas
@@ -31,18 +31,28 @@ def test_a_schedule_counts_as_its_busiest_minute(expression: str, zone: str, run
 
 def test_overrides_replace_the_deployment_defaults_one_by_one() -> None:
     settings = Settings(database_url="", redis_url="", max_jobs=10, min_interval_seconds=2, max_runs_per_minute=100,
-                        max_runs_in_flight=20)
-    assert quotas.effective(settings, {}) == quotas.Quotas(10, 2, 100, 20)
-    assert quotas.effective(settings, {"max_jobs": 0, "min_interval_seconds": None}) == quotas.Quotas(0, 2, 100, 20)
-    assert quotas.effective(settings, {"max_runs_in_flight": 3}) == quotas.Quotas(10, 2, 100, 3)
+                        max_history_rows=500, max_runs_in_flight=20)
+    assert quotas.effective(settings, {}) == quotas.Quotas(10, 2, 100, 500, 20)
+    assert quotas.effective(settings, {"max_jobs": 0, "min_interval_seconds": None}) == quotas.Quotas(
+        0, 2, 100, 500, 20)
+    assert quotas.effective(settings, {"max_history_rows": 7}).max_history_rows == 7
+    assert quotas.effective(settings, {"max_runs_in_flight": 3}).max_runs_in_flight == 3
 
 
 def test_the_defaults_are_the_documented_ones() -> None:
-    assert quotas.effective(Settings(database_url="", redis_url=""), {}) == quotas.Quotas(1000, 1, 6000, 500)
+    assert quotas.effective(Settings(database_url="", redis_url=""), {}) == quotas.Quotas(1000, 1, 6000, 1_000_000, 500)
+
+
+def test_the_history_quota_default_is_a_setting() -> None:
+    env = {"DATABASE_URL": "x", "REDIS_URL": "y"}
+    assert Settings.from_env({**env, "TICKWORK_MAX_HISTORY_ROWS": "0"}).max_history_rows == 0
+    with pytest.raises(ConfigurationError, match="TICKWORK_MAX_HISTORY_ROWS must be at least 0"):
+        Settings.from_env({**env, "TICKWORK_MAX_HISTORY_ROWS": "-1"})
 
 
 def test_each_check_names_its_quota_and_limit() -> None:
-    limits = quotas.Quotas(max_jobs=2, min_interval_seconds=60, max_runs_per_minute=100, max_runs_in_flight=1)
+    limits = quotas.Quotas(max_jobs=2, min_interval_seconds=60, max_runs_per_minute=100, max_history_rows=10,
+                           max_runs_in_flight=1)
     quotas.check_job_count(limits, 1)
     quotas.check_runs(limits, 40, 60)
     quotas.check_interval(limits, parse_schedule("0 * * * * *"))

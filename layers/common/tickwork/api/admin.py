@@ -24,7 +24,7 @@ def handle_admin(
         if event["admin"] == "set-quotas":
             return admin.set_quotas(pool, settings, event)
         if event["admin"] == "rotate-encryption-key":
-            return vault.reencrypt_all(require_keyring(keyring), pool)
+            return vault.rotate_data_key(require_keyring(keyring), pool)
         if event["admin"] != "create-tenant":
             raise InvalidInputError("admin", "unknown admin action; the ones there are: create-tenant, set-quotas, "
                                              "rotate-encryption-key")

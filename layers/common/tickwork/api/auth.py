@@ -1,5 +1,5 @@
 """Bearer API keys: the key decides the tenant that every query of the request is scoped to, and whose
-request budget (tickwork.dueindex.ratelimit) the request spends."""
+request budgets (tickwork.dueindex.ratelimit: the key's own and its tenant's) the request spends."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -7,13 +7,13 @@ from typing import Mapping
 
 from aws_lambda_powertools.event_handler.request import Request
 
-from tickwork.dueindex.ratelimit import RateLimiter
+from tickwork.dueindex.ratelimit import RateLimiter, key_bucket, tenant_bucket
 from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.scope import Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
 from tickwork.timeutil import to_ms
-from tickwork.wiring import Services, services
+from tickwork.wiring import Services, api_pool, services
 
 # Where the request's rate-limit decision waits for the middleware that puts it in the response headers.
 RATE_LIMIT_CONTEXT = "tickwork_rate_limit"
@@ -42,18 +42,21 @@ def current_scope(request: Request) -> Scope:
                 svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
     if caller is None:
         raise UnauthorizedError("invalid API key")
-    _spend(svc, request, caller.key_id, now)
+    _spend(svc, request, caller, now)
     index = svc.index
-    return Scope(svc.db, index, svc.settings, caller.tenant_id, now, svc.keyring)
+    return Scope(api_pool(svc), index, svc.settings, caller.tenant_id, now, svc.keyring)
 
 
-def _spend(svc: Services, request: Request, key_id: str, now: datetime) -> None:
-    limiter = RateLimiter(svc.redis, svc.settings.namespace, svc.settings.rate_limit_per_second,
-                          svc.settings.rate_limit_burst)
-    decision = limiter.take(key_id, to_ms(now))
+def _spend(svc: Services, request: Request, caller: keys.Caller, now: datetime) -> None:
+    settings = svc.settings
+    buckets = [key_bucket(settings.namespace, caller.key_id, settings.rate_limit_per_second, settings.rate_limit_burst),
+               tenant_bucket(settings.namespace, caller.tenant_id, settings.tenant_rate_limit_per_second,
+                             settings.tenant_rate_limit_burst)]
+    decision = RateLimiter(svc.redis).take(buckets, to_ms(now), {"key_id": caller.key_id, "tenant_id": caller.tenant_id})
     if decision is None:
         return
     request.context[RATE_LIMIT_CONTEXT] = decision
     if not decision.allowed:
-        raise RateLimitedError(f"too many requests for this API key; retry in {decision.retry_after_seconds}s",
+        whose = "this API key" if decision.scope == "key" else "this tenant (all its API keys together)"
+        raise RateLimitedError(f"too many requests for {whose}; retry in {decision.retry_after_seconds}s",
                                decision.headers())

@@ -11,6 +11,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestUnsupportedContentType, RequestValidationError
+from psycopg.errors import QueryCanceled
 
 from tickwork.errors import (
     ConflictError,
@@ -20,6 +21,7 @@ from tickwork.errors import (
     NotFoundError,
     QuotaExceededError,
     RateLimitedError,
+    StatementTimeoutError,
     TickworkError,
     UnauthorizedError,
 )
@@ -34,6 +36,7 @@ _STATUS: tuple[tuple[type[TickworkError], int], ...] = (
     (QuotaExceededError, 403),
     (IdempotencyKeyReusedError, 422),
     (RateLimitedError, 429),
+    (StatementTimeoutError, 503),
 )
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
 _MESSAGES = {"missing": "field required", "extra_forbidden": "unknown field"}
@@ -74,6 +77,14 @@ def unsupported_media_type(_: RequestUnsupportedContentType) -> Response:
     return error_response(415, "unsupported_media_type", "send the request body as application/json", "body")
 
 
+def query_cancelled(_: QueryCanceled) -> Response:
+    """PostgreSQL ended a query at the API's statement timeout (tickwork.wiring.TimedPool): the service is
+    fine, this request asked for too much at once."""
+    return tickwork_error(StatementTimeoutError(
+        "a query of this request ran past the API's statement timeout and was cancelled; ask for less "
+        "(a shorter window, a smaller page) or retry later"))
+
+
 def no_route(allowed: Sequence[str]) -> Response:
     """Unknown path: 404. Known path, other method: 405 with the methods it does accept."""
     if allowed:
@@ -112,4 +123,5 @@ def register(app: ApiGatewayResolver) -> None:
     app.exception_handler(RequestValidationError)(validation_error)
     app.exception_handler(RequestUnsupportedContentType)(unsupported_media_type)
     app.exception_handler(UnicodeDecodeError)(not_utf8)
+    app.exception_handler(QueryCanceled)(query_cancelled)
     app.exception_handler(Exception)(unexpected_error)

@@ -141,7 +141,8 @@ StatusCodes = Annotated[list[Any], Field(min_length=1, max_length=success.MAX_ST
 BodyContains = Annotated[str, StringConstraints(min_length=1, max_length=success.MAX_BODY_CONTAINS),
                          AfterValidator(_storable)]
 CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
-    "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed."))]
+    "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed. "
+    "At most 10,080 of the schedule's shortest gaps between runs (every second: 10,080 s)."))]
 
 
 class _Strict(BaseModel):

@@ -180,6 +180,8 @@ class StatsOut(BaseModel):
     until: Timestamp
     runs: RunCounts = Field(description="Executions whose slot is in [since, until), by status.")
     fire_lag: FireLag = Field(description="How late first attempts were sent after their slot.")
+    truncated: bool = Field(description="The window held more runs than one request counts (100,000): these "
+                                        "figures are of its newest ones, and since is later than window_seconds ago.")
 
 
 class HealthOut(BaseModel):

@@ -43,11 +43,12 @@ def openapi_responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
     descriptions = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Invalid input",
                     401: "Missing or invalid API key", 403: "Over one of the tenant's quotas", 404: "Unknown id",
                     409: "Not possible in the current state", 422: "Idempotency-Key reused for another request",
-                    429: "Rate limited: retry after Retry-After seconds"}
+                    429: "Rate limited: retry after Retry-After seconds",
+                    503: "A query ran past the API's statement timeout and was cancelled: ask for less, or retry"}
     responses: dict[int, OpenAPIResponse] = {success: {"description": descriptions[success]}}
     if success == 204:
         responses[success]["content"] = {}
-    for status in (401, 429, *errors):
+    for status in (401, 429, 503, *errors):
         responses[status] = {"description": descriptions[status], "content": {"application/json": {"model": ErrorBody}}}
     responses[429]["headers"] = {**_RATE_LIMIT_HEADERS, "Retry-After": {
         "description": "Seconds until a request will be let through.", "schema": {"type": "integer"},
@@ -57,7 +58,8 @@ def openapi_responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
 
 
 _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
-    "RateLimit-Limit": {"description": "The API key's bucket size (its burst).", "schema": {"type": "integer"}},
+    "RateLimit-Limit": {"description": "The bucket's size (its burst): the API key's, or its tenant's when that one"
+                                       " decided.", "schema": {"type": "integer"}},
     "RateLimit-Remaining": {"description": "Requests left in the bucket.", "schema": {"type": "integer"}},
     "RateLimit-Reset": {"description": "Seconds until the bucket is full again.", "schema": {"type": "integer"}},
 }

@@ -24,5 +24,5 @@ def get_stats(scope: Caller, window: Window = stats.DEFAULT_WINDOW_SECONDS) -> S
     return StatsOut(
         window_seconds=window, since=rfc3339(result.since) or "", until=rfc3339(result.until) or "",
         runs=RunCounts(**result.runs),
-        fire_lag=FireLag(samples=result.lag_samples, p50_ms=p50, p95_ms=p95, p99_ms=p99),
+        fire_lag=FireLag(samples=result.lag_samples, p50_ms=p50, p95_ms=p95, p99_ms=p99), truncated=result.truncated,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -21,6 +22,7 @@ from typing import Any, Callable, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork import metrics
+from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dispatch.budget import Budgets
 from tickwork.dueindex.entries import Claim, DueEntry
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
@@ -30,13 +32,15 @@ from tickwork.errors import ConfigurationError, ScheduleError
 from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules import lookahead
-from tickwork.rules.policy import SlotPlan
+from tickwork.rules.policy import LATENESS_TOLERANCE_MS, SlotPlan
 from tickwork.schedule import specs as scheduling
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
+# A tick's batch writes in flight, each with the jobs it records.
+Writes = deque[tuple[Future["TickResult"], frozenset[str]]]
 
 # A tick stops after this many batches so one overloaded second cannot starve the next tick.
 MAX_BATCHES_PER_TICK = 100
@@ -50,6 +54,10 @@ TICK_OFFSET_MS = 500
 # How long a tick may spend rebuilding a lost index before it dispatches what is indexed so far: well
 # inside the 900 ms tick lock, leaving room for the tick's own batches. The rest waits for the next tick.
 REBUILD_SECONDS = 0.4
+# How long a tick may spend planning its batches (decoding specs, catch-up decisions), all shards
+# together: inside the 900 ms tick lock, and far inside the poller's 10 s timeout, however costly the
+# schedules of the jobs due. Entries left unplanned are not claimed: they stay due for the next tick.
+PLAN_SECONDS = 0.5
 
 
 @dataclass
@@ -64,6 +72,8 @@ class TickResult:
     reindexed: int = 0  # jobs that step put back
     rebuild_ms: int = 0  # how long that step took
     missed: int = 0  # slots recorded missed (catch-up policy, a lost claim, or held back too long)
+    unplanned: int = 0  # fetched entries left due because the tick's planning budget ran out
+    deferred: int = 0  # backlog entries passed over: their tenant had claimed its share of the tick
     delayed: int = 0  # runs held back: their tenant was at max_runs_in_flight (tickwork.dispatch.budget)
     relayout_from: int | None = None  # the shard count this tick moved the index from
 
@@ -73,7 +83,7 @@ class TickResult:
     def absorb(self, part: TickResult) -> None:
         """Add the counts of one shard's part of the tick."""
         for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
-                     "delayed"):
+                     "unplanned", "deferred", "delayed"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
@@ -87,31 +97,40 @@ class BatchPlan:
 
     claims: list[tuple[Claim, executions_store.Slot | Dispatch]] = field(default_factory=list)
     missing_specs: list[str] = field(default_factory=list)
+    unplanned: int = 0  # entries after the budget ran out: not claimed, still due
 
 
-def plan_batch(entries: list[DueEntry], now_ms: int) -> BatchPlan:
+def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], bool] = lambda: False) -> BatchPlan:
+    """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one)."""
     plan = BatchPlan()
-    for entry in entries:
-        if not entry.is_job:
-            execution_id, attempt = entry.execution()
-            kind = "notification" if entry.is_notification else "run"
-            plan.claims.append((Claim(entry.member, entry.score, None),
-                                Dispatch(execution_id, attempt, entry.score, kind)))
-            continue
-        schedule = _schedule_or_none(entry)
-        if schedule is None or entry.spec is None:
-            plan.missing_specs.append(entry.job_id)
-            continue
-        decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
-        claim = Claim(entry.member, entry.score, decision.next_ms)
-        plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
+    for done, entry in enumerate(entries, 1):
+        _plan_entry(plan, entry, now_ms)
+        if done < len(entries) and out_of_time():
+            plan.unplanned = len(entries) - done
+            break
     return plan
+
+
+def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int) -> None:
+    if not entry.is_job:
+        execution_id, attempt = entry.execution()
+        kind = "notification" if entry.is_notification else "run"
+        plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score, kind)))
+        return
+    schedule = _schedule_or_none(entry)
+    if schedule is None or entry.spec is None:
+        plan.missing_specs.append(entry.job_id)
+        return
+    decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
+    claim = Claim(entry.member, entry.score, decision.next_ms)
+    plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
 
 
 def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan) -> executions_store.Slot:
     note = None
     if decision.missed_count:
-        note = (f"missed {decision.missed_count} run(s) from this slot on: Tickwork was behind and the job's "
+        count = f"at least {decision.missed_count}" if decision.missed_at_least else str(decision.missed_count)
+        note = (f"missed {count} run(s) from this slot on: Tickwork was behind and the job's "
                 f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
     return executions_store.Slot(
         job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
@@ -151,7 +170,11 @@ def _all_results(futures: list[Future[bool]]) -> list[bool]:
 
 
 class Poller:
-    def __init__(self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS)) -> None:
+    def __init__(
+        self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS), plan_seconds: float = PLAN_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`clock` (seconds, monotonic) times the tick's planning budget of `plan_seconds`."""
         if svc.invoker is None:
             # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
@@ -159,7 +182,14 @@ class Poller:
         self.invoker: Invoker = svc.invoker
         self.index = svc.index
         self.rebuild = rebuild
+        self.plan_seconds = plan_seconds
+        self.clock = clock
+        self._plan_deadline = math.inf
+        self._shares = BacklogShares(svc.settings.backlog_per_tenant)
         self.budgets = Budgets(svc)
+
+    def _out_of_time(self) -> bool:
+        return self.clock() >= self._plan_deadline
 
     def tick(self, now_ms: int, second: int | None = None) -> TickResult:
         """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
@@ -168,6 +198,8 @@ class Poller:
         if not locked:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
+        self._plan_deadline = self.clock() + self.plan_seconds
+        self._shares = BacklogShares(self.svc.settings.backlog_per_tenant)
         try:
             if stored_shards != self.index.count:
                 result.relayout_from = relayout(self.index, stored_shards).previous
@@ -199,38 +231,72 @@ class Poller:
         return lost
 
     def _drain_shard(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool) -> bool:
-        """Claim and record a shard's due batches; True (and nothing claimed) if its marker is missing."""
-        settings = self.svc.settings
-        horizon = now_ms + settings.lookahead_ms
-        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
-        writes: deque[tuple[Future[TickResult], frozenset[str]]] = deque()  # each with its jobs
+        """Claim and record a shard's due batches, its on-time slots first, then its backlog (tenants'
+        fair shares); True (and nothing claimed) if its marker is missing."""
+        writes: Writes = deque()
         try:
-            while result.batches < MAX_BATCHES_PER_TICK:
-                intact, entries, counts = shard.fetch_due_counting(horizon, settings.batch_size, first_ms, seconds)
-                result.redis_round_trips += 1
-                if not intact and check_intact:
-                    return True
-                if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
-                    extended, seconds = self._horizon(now_ms, first_ms, counts), 0
-                    horizon, nothing_yet = extended, not entries and extended > horizon
-                    if nothing_yet:
-                        continue  # nothing due within the base lookahead, but a heavy second is coming
-                if not entries:
-                    return False
-                result.batches += 1
-                more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
-                jobs = frozenset(slot.job_id for slot in slots)
-                # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
-                # record them in the order Redis claimed them, or the later one, written first, takes the
-                # earlier for a lost claim: so a batch holding a job still being written waits for it.
-                while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
-                    self._collect(writes.popleft()[0], result)
-                writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches, now_ms), jobs))
-                if not more:
-                    return False  # everything left was claimed by someone else: nothing more for this tick
-            return False
+            lost, backlog = self._drain_on_time(shard, now_ms, result, check_intact, writes)
+            if backlog and not lost and self._drain_backlog(shard, now_ms, result, writes):
+                self._drain_on_time(shard, now_ms, result, False, writes)  # slots the backlog's claims moved to
+            return lost
         finally:
             self._collect_all(writes, result)
+
+    def _drain_on_time(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool,
+                       writes: Writes) -> tuple[bool, int]:
+        """Claim what is due from the lateness tolerance ago to the horizon; returns whether the marker is
+        missing, and how many entries are older (the backlog) as of the last fetch."""
+        settings = self.svc.settings
+        horizon, on_time = now_ms + settings.lookahead_ms, now_ms - LATENESS_TOLERANCE_MS
+        first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
+        backlog = 0
+        while result.batches < MAX_BATCHES_PER_TICK and not self._out_of_time():
+            page = shard.fetch_page(horizon, settings.batch_size, first_ms, seconds, on_time)
+            result.redis_round_trips += 1
+            backlog = page.older
+            if not page.intact and check_intact:
+                return True, 0
+            if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
+                extended, seconds = self._horizon(now_ms, first_ms, page.counts), 0
+                horizon, nothing_yet = extended, not page.entries and extended > horizon
+                if nothing_yet:
+                    continue  # nothing due within the base lookahead, but a heavy second is coming
+            if not page.entries or not self._claim_and_record(shard, page.entries, now_ms, result, writes):
+                break  # none left, or everything left was claimed by someone else
+        return False, backlog
+
+    def _drain_backlog(self, shard: Shard, now_ms: int, result: TickResult, writes: Writes) -> bool:
+        """Claim the slots older than the lateness tolerance, oldest first, each tenant within its share of
+        the tick (tickwork.dispatch.backlog): at most MAX_BATCHES_PER_TICK pages, claimed or not. Returns
+        whether it claimed any."""
+        before, cursor, claimed = f"({now_ms - LATENESS_TOLERANCE_MS}", Cursor(), result.claimed
+        for _ in range(MAX_BATCHES_PER_TICK):
+            if result.batches >= MAX_BATCHES_PER_TICK or self._out_of_time():
+                break
+            page = shard.fetch_page(before, self.svc.settings.batch_size, min_score=cursor.score, offset=cursor.passed)
+            result.redis_round_trips += 1
+            if not page.entries:
+                break
+            taken = self._shares.take(page.entries)
+            cursor = cursor.after(page.entries, taken)
+            result.deferred += len(page.entries) - len(taken)
+            if taken and not self._claim_and_record(shard, taken, now_ms, result, writes):
+                break
+        return result.claimed > claimed
+
+    def _claim_and_record(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
+                          writes: Writes) -> bool:
+        """Claim a batch and start writing what it won; returns whether to go on claiming."""
+        result.batches += 1
+        more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
+        jobs = frozenset(slot.job_id for slot in slots)
+        # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
+        # record them in the order Redis claimed them, or the later one, written first, takes the
+        # earlier for a lost claim: so a batch holding a job still being written waits for it.
+        while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
+            self._collect(writes.popleft()[0], result)
+        writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches, now_ms), jobs))
+        return more
 
     def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
         settings = self.svc.settings
@@ -242,7 +308,8 @@ class Poller:
     ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
         """Plan and claim one batch; returns whether to go on, the won slots to record and the won
         dispatches (retries, manual runs) that need no record."""
-        plan = plan_batch(entries, now_ms)
+        plan = plan_batch(entries, now_ms, self._out_of_time)
+        result.unplanned += plan.unplanned
         if plan.missing_specs:
             self._repair_specs(plan.missing_specs, now_ms)
         won = shard.claim([claim for claim, _ in plan.claims])
@@ -283,8 +350,7 @@ class Poller:
     def _collect(self, write: Future[TickResult], result: TickResult) -> None:
         result.absorb(write.result())
 
-    def _collect_all(self, writes: deque[tuple[Future[TickResult], frozenset[str]]],
-                     result: TickResult) -> None:
+    def _collect_all(self, writes: Writes, result: TickResult) -> None:
         """Wait for every write of the tick; the first failure is raised once none is left running."""
         failure: BaseException | None = None
         for write, _ in writes:

@@ -56,3 +56,13 @@ class Claim:
     member: str
     expected_score: int
     new_score: int | None  # None removes the member (one-shot dispatch, or a schedule with no more runs)
+
+
+@dataclass(frozen=True)
+class DuePage:
+    """One fetch of the due set (tickwork.dueindex.shard.Shard.fetch_page)."""
+
+    intact: bool  # the index marker exists
+    entries: list[DueEntry]
+    counts: list[int]  # members due in each whole second asked for (the adaptive lookahead)
+    older: int  # members scored below the fetch's lower bound

@@ -5,12 +5,15 @@ keys the shards share in tickwork.dueindex.index, the API's rate limit in tickwo
 """
 from __future__ import annotations
 
-# The first element says whether the index marker exists: when it is gone (FLUSHALL, a failover to an
-# empty replica) the index must be rebuilt from Postgres before anything is claimed. Then how many
-# members are due in each of ARGV[4] whole seconds from ARGV[3] (ms) on, for the adaptive lookahead.
+# Up to ARGV[2] members scored from ARGV[5] to ARGV[1] (ZRANGEBYSCORE bounds: '-inf', '(' for exclusive),
+# past the first ARGV[6] of them. The first element says whether the index marker exists: when it is gone
+# (FLUSHALL, a failover to an empty replica) the index must be rebuilt from Postgres before anything is
+# claimed; the second how many members score below ARGV[5] (the backlog behind an on-time fetch). Then how
+# many members are due in each of ARGV[4] whole seconds from ARGV[3] (ms) on, for the adaptive lookahead.
 FETCH_DUE = """
-local items = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[2])
-local out = {redis.call('EXISTS', KEYS[3])}
+local items = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[5], ARGV[1], 'WITHSCORES', 'LIMIT', ARGV[6], ARGV[2])
+local out = {redis.call('EXISTS', KEYS[3]), 0}
+if ARGV[5] ~= '-inf' then out[2] = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[5]) end
 for i = 0, tonumber(ARGV[4]) - 1 do
   local start = tonumber(ARGV[3]) + i * 1000
   out[#out + 1] = redis.call('ZCOUNT', KEYS[1], start, start + 999)

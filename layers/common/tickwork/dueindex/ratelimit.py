@@ -1,9 +1,11 @@
-"""Per-API-key rate limit: a token bucket in Redis, refilled at `rate` tokens a second up to `burst`.
+"""Rate limits: token buckets in Redis, each refilled at `rate` tokens a second up to `burst`: one per API key,
+and one per tenant that all its keys share (so many keys do not multiply a tenant's budget).
 
-Its key and script live here, beside what they are for (the due index's are in tickwork.dueindex.index). The
-caller passes `now`: the API's one clock per request, so tests move it instead of sleeping, and the bucket
-never mixes two clocks. Clocks of different API environments may differ a little: a bucket never refills
-for a `now` older than the last one it saw, so a late clock cannot mint tokens.
+Their keys and script live here, beside what they are for (the due index's are in tickwork.dueindex.index).
+A request takes a token from each of its buckets in one script, or from none: a request one bucket refuses
+spends nothing from the others. The caller passes `now`: the API's one clock per request, so tests move it
+instead of sleeping, and a bucket never mixes two clocks. Clocks of different API environments may differ a
+little: a bucket never refills for a `now` older than the last one it saw, so a late clock cannot mint tokens.
 
 Redis is an index and a cache here, never the truth: when it does not answer, the request is let through
 (fail open) and the failure logged.
@@ -12,34 +14,62 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 from redis.exceptions import RedisError
 
 logger = Logger(child=True)
 
-# One hash per key: t = tokens left (a float), ts = when they were counted (epoch ms). It expires once it
-# would be full again anyway, so idle keys cost nothing.
+# One hash per bucket: t = tokens left (a float), ts = when they were counted (epoch ms). It expires once it
+# would be full again anyway, so idle buckets cost nothing. Every bucket has the namespace's hash tag: one
+# script may touch a key's and its tenant's bucket on a cluster.
 BUCKET_KEY = "{{{namespace}}}:rl:{key_id}"
+TENANT_BUCKET_KEY = "{{{namespace}}}:rl:tenant:{tenant_id}"
+# KEYS: the buckets; ARGV: now, then rate and burst of each bucket. Returns {allowed, tokens left of each}.
 _TAKE = """
-local now, rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local state = redis.call('HMGET', KEYS[1], 't', 'ts')
-local tokens, ts = tonumber(state[1]), tonumber(state[2])
-if tokens == nil or ts == nil then tokens, ts = burst, now end
-if now > ts then
-  tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
-  ts = now
+local now = tonumber(ARGV[1])
+local allowed, counted = 1, {}
+for i, key in ipairs(KEYS) do
+  local rate, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  local state = redis.call('HMGET', key, 't', 'ts')
+  local tokens, ts = tonumber(state[1]), tonumber(state[2])
+  if tokens == nil or ts == nil then tokens, ts = burst, now end
+  if now > ts then
+    tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
+    ts = now
+  end
+  if tokens < 1 then allowed = 0 end
+  counted[i] = {tokens, ts}
 end
-local allowed = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
+local result = {allowed}
+for i, key in ipairs(KEYS) do
+  local rate, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  local tokens, ts = counted[i][1] - allowed, counted[i][2]
+  redis.call('HSET', key, 't', string.format('%.6f', tokens), 'ts', ts)
+  redis.call('PEXPIRE', key, math.ceil((burst - tokens) * 1000 / rate) + 1000)
+  result[i + 1] = string.format('%.6f', tokens)
 end
-redis.call('HSET', KEYS[1], 't', string.format('%.6f', tokens), 'ts', ts)
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) * 1000 / rate) + 1000)
-return {allowed, string.format('%.6f', tokens)}
+return result
 """
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One budget a request spends from: `scope` says whose ("key" or "tenant") for the caller's message."""
+
+    key: str
+    rate: int  # tokens a second; 0: no limit
+    burst: int
+    scope: str = "key"
+
+
+def key_bucket(namespace: str, key_id: str, rate: int, burst: int) -> Bucket:
+    return Bucket(BUCKET_KEY.format(namespace=namespace, key_id=key_id), rate, max(burst, 1))
+
+
+def tenant_bucket(namespace: str, tenant_id: str, rate: int, burst: int) -> Bucket:
+    return Bucket(TENANT_BUCKET_KEY.format(namespace=namespace, tenant_id=tenant_id), rate, max(burst, 1), "tenant")
 
 
 @dataclass(frozen=True)
@@ -49,6 +79,7 @@ class Decision:
     remaining: int
     reset_seconds: int  # until the bucket is full again
     retry_after_seconds: int  # until the next request would be allowed; 0 when it is now
+    scope: str = "key"  # whose bucket the figures are: the one that refused, else the one with least left
 
     def headers(self) -> dict[str, str]:
         headers = {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
@@ -59,36 +90,37 @@ class Decision:
 
 
 class RateLimiter:
-    def __init__(self, redis: Any, namespace: str, rate_per_second: int, burst: int) -> None:
-        self._redis = redis
-        self._namespace = namespace
-        self._rate = rate_per_second
-        self._burst = max(burst, 1)
+    def __init__(self, redis: Any) -> None:
         self._take = redis.register_script(_TAKE)
 
-    @property
-    def enabled(self) -> bool:
-        return self._rate > 0
-
-    def take(self, key_id: str, now_ms: int) -> Decision | None:
-        """Spend one token of `key_id`'s bucket; None when the limit is off or Redis does not answer."""
-        if not self.enabled:
+    def take(self, buckets: Sequence[Bucket], now_ms: int, ids: Mapping[str, str]) -> Decision | None:
+        """Spend one token of every bucket, or none if one has none left; None when no bucket has a limit or
+        Redis does not answer. `ids` name the caller in the log (ids only, never a key)."""
+        limited = [b for b in buckets if b.rate > 0]
+        if not limited:
             return None
-        key = BUCKET_KEY.format(namespace=self._namespace, key_id=key_id)
+        args: list[int] = [now_ms]
+        for bucket in limited:
+            args += [bucket.rate, bucket.burst]
         try:
-            allowed, tokens = self._take(keys=[key], args=[now_ms, self._rate, self._burst])
+            allowed, *tokens = self._take(keys=[b.key for b in limited], args=args)
         except RedisError as exc:
-            # The key id, not the key: it names the bucket and is no secret.
-            logger.warning("rate limiter unavailable: request allowed",
-                           extra={"key_id": key_id, "error_type": type(exc).__name__})
+            logger.warning("rate limiter unavailable: request allowed", extra={**ids, "error_type": type(exc).__name__})
             return None
-        return decide(bool(int(allowed)), float(tokens), self._rate, self._burst)
+        decisions = [decide(bool(int(allowed)), float(left), b.rate, b.burst, b.scope) for b, left in zip(limited, tokens)]
+        return binding(decisions)
 
 
-def decide(allowed: bool, tokens: float, rate: int, burst: int) -> Decision:
+def binding(decisions: Sequence[Decision]) -> Decision:
+    """The decision whose figures to show: the refusal with the longest wait, else the fewest tokens left."""
+    return max(decisions, key=lambda d: (d.retry_after_seconds, -d.remaining))
+
+
+def decide(allowed: bool, tokens: float, rate: int, burst: int, scope: str = "key") -> Decision:
     """The headers' figures for a bucket left with `tokens` after this request."""
     return Decision(
         allowed=allowed, limit=burst, remaining=max(int(math.floor(tokens)), 0),
         reset_seconds=math.ceil(max(burst - tokens, 0) / rate),
-        retry_after_seconds=0 if allowed else max(math.ceil((1 - tokens) / rate), 1),
+        retry_after_seconds=0 if allowed or tokens >= 1 else max(math.ceil((1 - tokens) / rate), 1),
+        scope=scope,
     )

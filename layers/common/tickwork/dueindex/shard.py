@@ -11,6 +11,7 @@ from tickwork.dueindex.entries import (
     JOB_PREFIX,
     Claim,
     DueEntry,
+    DuePage,
     encode_spec,
     execution_member,
     job_member,
@@ -42,13 +43,23 @@ class Shard:
     ) -> tuple[bool, list[DueEntry], list[int]]:
         """Whether the index is intact, up to `limit` entries due by `max_score` (earliest first), and how many
         members are due in each of `seconds` whole seconds from `first_ms`."""
+        page = self.fetch_page(max_score, limit, first_ms, seconds)
+        return page.intact, page.entries, page.counts
+
+    def fetch_page(
+        self, max_score: int | str, limit: int, first_ms: int = 0, seconds: int = 0, min_score: int | str = "-inf",
+        offset: int = 0,
+    ) -> DuePage:
+        """Up to `limit` entries scored from `min_score` to `max_score` (ZRANGEBYSCORE bounds: "(" excludes),
+        earliest first, past the first `offset`; with what fetch_due_counting says and the count below
+        `min_score`, in one round trip."""
         flat = self._fetch(keys=[self.due_key, self.specs_key, self.marker_key],
-                           args=[max_score, limit, first_ms, seconds])
+                           args=[max_score, limit, first_ms, seconds, min_score, offset])
         entries = []
-        for i in range(1 + seconds, len(flat), 3):
+        for i in range(2 + seconds, len(flat), 3):
             spec = json.loads(flat[i + 2]) if flat[i + 2] else None
             entries.append(DueEntry(flat[i], int(float(flat[i + 1])), spec))
-        return bool(flat[0]), entries, [int(c) for c in flat[1:1 + seconds]]
+        return DuePage(bool(flat[0]), entries, [int(c) for c in flat[2:2 + seconds]], int(flat[1]))
 
     def count_due(self, max_score: int) -> int:
         """How many entries (jobs, retries, manual runs) are due by `max_score`: one ZCOUNT, O(log n)."""

@@ -47,10 +47,16 @@ class _OneWrite(HTTPConnection):
     """The request's head and its body leave in one socket send, not two (http.client's own endheaders
     sends the body separately): one system call at the instant, and a small request reaches the target
     in one segment. It counts the bytes the socket took (`written`), so that a failed write tells whether
-    any of the request left, and never waits past `write_deadline` (time.monotonic())."""
+    any of the request left, and never waits past `write_deadline` (time.monotonic()).
+
+    With `write_at_once` it does not wait at all: the socket takes what it can now, and what it does not
+    (`unsent`: a target not reading a large request) is left for `send_rest`, so that a group's writer
+    never waits on one target while the instant's other requests are due."""
 
     written = 0
     write_deadline: float | None = None
+    write_at_once = False
+    unsent: memoryview | None = None
     idle_since = 0.0  # time.monotonic() since the connection has had nothing to do: connected, or answered
 
     def connect(self) -> None:
@@ -58,7 +64,7 @@ class _OneWrite(HTTPConnection):
         self.idle_since = time.monotonic()
 
     def putrequest(self, *args: Any, **kwargs: Any) -> None:
-        self.written = 0
+        self.written, self.unsent = 0, None
         super().putrequest(*args, **kwargs)
 
     def send(self, data: Any) -> None:
@@ -67,13 +73,35 @@ class _OneWrite(HTTPConnection):
             return
         if self.sock is None:
             self.connect()
-        view = memoryview(data)
+        self.unsent = memoryview(data)
+        if self.write_at_once:
+            self._send_now()
+        else:
+            self.send_rest()
+
+    def send_rest(self) -> None:
+        """Send what is left of the request, waiting for the target at most until `write_deadline`."""
+        view = self.unsent
         while view:
             if self.write_deadline is not None:
                 self.sock.settimeout(time_to_send(self.write_deadline))
-            sent = self.sock.send(view)
-            self.written += sent
-            view = view[sent:]
+            view = self._sent(view, self.sock.send(view))
+        self.unsent = None
+
+    def _send_now(self) -> None:
+        self.sock.settimeout(0.0)
+        view = self.unsent
+        try:
+            while view:
+                view = self._sent(view, self.sock.send(view))
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return  # the socket is full: TLS asks for the same bytes again, which `unsent` holds
+        self.unsent = None
+
+    def _sent(self, view: memoryview, sent: int) -> memoryview:
+        self.written += sent
+        self.unsent = view[sent:]
+        return self.unsent
 
     def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
         if not isinstance(message_body, bytes) or encode_chunked:

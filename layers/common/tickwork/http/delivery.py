@@ -3,7 +3,9 @@
 An attempt is taken in three steps, so that the instant a run is due costs one socket write:
 `prepare` (ahead of the instant: take a warm keep-alive connection or open one, render the request),
 `Prepared.fire` (at the instant: write the request) and `Prepared.complete` (read the response,
-classify it, hand the connection back). A connection the target closed
+classify it, hand the connection back). `fire` never waits for the target: what the socket does not take
+at once (a large request to a target not reading it), and a connection still to open, `complete` sees to
+first, so that a group's writer goes on with the instant's other runs. A connection the target closed
 while the run waited is replaced, never a failed attempt (tickwork.http.connections): checked before the
 write, and moved once to a new connection when the write fails before a byte left or the connection is
 reset before the target read the request (tickwork.http.deadline.AnswerWatch). A whole answer is the outcome,
@@ -105,6 +107,7 @@ class Prepared:
     _waited: float | None = field(default=None, repr=False)  # how long its open connection had waited, at the write
     _send_error: Exception | None = field(default=None, repr=False)
     _stage: str = field(default=stages.CONNECTING, repr=False)  # where fire() got to: what a failure means
+    _unsent: bool = field(default=False, repr=False)  # fire() left (some of) the request for complete() to write
     _replaced: bool = field(default=False, repr=False)  # its request was moved to a new connection once already
 
     def connect(self, within: float = 0.0) -> None:
@@ -126,39 +129,53 @@ class Prepared:
                 self._give_up(stages.describe(exc, self.timeout, stages.CONNECTING))
 
     def fire(self) -> None:
-        """Write the request. Never raises: a failure is reported by complete()."""
+        """Write what of the request the connection takes now, without waiting for the target: the rest,
+        or all of it when a connection is still to open, complete() writes first. Never raises: a failure
+        is reported by complete()."""
         if self.error is not None:
             return
         self._fired = time.monotonic()
         self.deadline = min(self.deadline, self._fired + self.timeout)
         try:
-            if self.conn is None:
-                self.connect()  # connecting at the instant
-                if self.error is not None:
-                    return
-            assert self.conn is not None
-            if self.conn.sock is not None:
+            if self.conn is not None and self.conn.sock is not None:
                 self._waited = self._fired - getattr(self.conn, "idle_since", self._fired)
                 if closed_by_peer(self.conn.sock):
                     # The target closed it while it waited: nothing was sent, a new one takes the request.
                     self._closed_early()
                     self._reopen()
-            self._write()
+            self._write(wait=False)
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
-            self._write_failed(exc)
+            self._write_failed(exc, wait=False)
 
     def awaiting(self) -> tuple[socket.socket | None, float]:
         """The socket the response will arrive on and the attempt's deadline, once fired; None when
-        complete() has nothing to wait for (nothing was sent, or the write failed)."""
-        if self.error is not None or self.conn is None or self._fired is None or self._send_error is not None:
+        complete() has nothing to wait for (nothing was sent, or the write failed) or has to write first."""
+        if (self.error is not None or self.conn is None or self._fired is None or self._send_error is not None
+                or self._unsent):
             return None, 0.0
         return self.conn.sock, self.deadline
+
+    def finish_write(self) -> None:
+        """Write what fire() left, waiting for the target within the attempt's time (complete() does it
+        first). Never raises: a failure is reported by complete()."""
+        if not self._unsent:
+            return
+        try:
+            if getattr(self.conn, "unsent", None) is not None:  # written in part: the rest
+                self.conn.send_rest()  # type: ignore[union-attr]
+                self._unsent = False
+            else:  # not begun: a connection was still to open
+                self._write()
+        except Exception as exc:  # every transport failure becomes a recorded, classified attempt
+            self._unsent = False
+            self._write_failed(exc)
 
     def complete(self) -> Outcome:
         """Read the response (fire first), classify it and keep the connection if it can be reused.
 
         A whole answer is the outcome, whatever the connection does after it (a close, a reset,
         `Connection: close`, HTTP/1.0): tickwork.http.deadline reads what arrived before either."""
+        self.finish_write()
         if self.error is not None or self.conn is None:
             return Outcome(None, None, self.error, 0)
         if self._fired is None:
@@ -222,20 +239,30 @@ class Prepared:
         self._waited = None
         self.render()  # a new connection opens as it sends
 
-    def _write(self) -> None:
+    def _write(self, wait: bool = True) -> None:
         """Send the request within what is left of the attempt's time (no single wait of the socket may
-        outlast it); a new connection opens within it too."""
+        outlast it); a new connection opens within it too. Without `wait`, only what the socket takes at
+        once, and no connection is opened: what is left is noted (`_unsent`) for complete()."""
+        self._unsent = not wait and (self.conn is None or self.conn.sock is None)
+        if self._unsent:
+            return
+        if self.conn is None:
+            self.connect()  # connecting at the instant
+            if self.error is not None:
+                return
         assert self.conn is not None
         left = time_to_send(self.deadline)
         self.conn.timeout = left
         self.conn.write_deadline = self.deadline  # type: ignore[attr-defined]
+        self.conn.write_at_once = not wait  # type: ignore[attr-defined]
         if self.conn.sock is None:
             self._stage = stages.CONNECTING
             self.conn.connect()
         self._stage = stages.WRITING
         self.conn.endheaders(self.body)
+        self._unsent = getattr(self.conn, "unsent", None) is not None
 
-    def _write_failed(self, exc: Exception) -> None:
+    def _write_failed(self, exc: Exception, wait: bool = True) -> None:
         """A write that failed before any byte of the request left, on a connection that was open
         already, is the target closing it under the write: once, a new connection takes the request."""
         nothing_sent = self._stage == stages.WRITING and not getattr(self.conn, "written", 0)
@@ -243,15 +270,15 @@ class Prepared:
             self._send_error = exc
             return
         self._closed_early()
-        self._replace()
+        self._replace(wait)
 
-    def _replace(self) -> None:
+    def _replace(self, wait: bool = True) -> None:
         """Write the request again on a new connection: the first never reached the target's application."""
         self._replaced = True
         self._send_error = None
         try:
             self._reopen()
-            self._write()
+            self._write(wait)
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
 

@@ -10,9 +10,14 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
+# Receivers refuse a webhook-timestamp more than 5 minutes from their clock (the official libraries'
+# tolerance). A planned instant older than this, with room left for the receivers' clock skew, is not
+# what the request is signed with: it would fail their check, and a 4xx is not retried.
+STALE_AFTER_SECONDS = 60
 
 
 def new_secret() -> str:
@@ -21,6 +26,14 @@ def new_secret() -> str:
 
 def secret_key(secret: str) -> bytes:
     return base64.b64decode(secret.removeprefix(SECRET_PREFIX))
+
+
+def webhook_timestamp(planned: datetime, now: float) -> int:
+    """An attempt's webhook-timestamp: its planned instant's second, or `now`'s (the attempt is made ready
+    at most seconds before it is sent) once the planned instant is stale (a run sent late: a catch-up, a
+    backlog)."""
+    at = planned.timestamp()
+    return int(now if now - at > STALE_AFTER_SECONDS else at)
 
 
 @dataclass(frozen=True)

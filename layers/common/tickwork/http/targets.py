@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 from urllib.parse import SplitResult, urlsplit
 
 from tickwork.errors import InvalidInputError, UnsafeTargetError
@@ -23,12 +23,15 @@ Resolver = Callable[..., list[tuple[Any, ...]]]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
-def validate_target_url(url: str, allow_private: bool) -> str:
+def validate_target_url(url: str, allow_private: bool, ports: Collection[int] = ()) -> str:
     """The URL if Tickwork may send to it; InvalidInputError / UnsafeTargetError (field request.url) if not.
+    `ports`: the only ports it may use (check_port); empty: any.
 
     Messages never name the host: a URL may carry a secret, and error bodies end up in client logs.
     """
-    host = resolver_host(_host(_split(url)))
+    parts = _split(url)
+    _check_port(parts, ports)
+    host = resolver_host(_host(parts))
     if not allow_private:
         address = literal_address(host)
         if address is not None and not is_public(address):
@@ -36,6 +39,21 @@ def validate_target_url(url: str, allow_private: bool) -> str:
         if address is None and _is_localhost(host):
             raise UnsafeTargetError("loopback addresses are not allowed as targets")
     return url
+
+
+def check_port(url: str, ports: Collection[int]) -> None:
+    """InvalidInputError (field request.url) unless the URL's port is one of `ports` (empty: any): the
+    functions' security group lets only those out, and a request to another would hang until its timeout."""
+    if ports:
+        _check_port(_split(url), ports)
+
+
+def _check_port(parts: SplitResult, ports: Collection[int]) -> None:
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    if ports and port not in ports:
+        allowed = ", ".join(str(p) for p in sorted(ports))
+        raise InvalidInputError(URL_FIELD, f"url port {port} cannot be reached: this deployment sends to ports "
+                                           f"{allowed} only")
 
 
 def resolver_host(host: str) -> str:

@@ -1,11 +1,14 @@
 """Delivering notification attempts: a job's `notify.url` through the same steps as a run (the SSRF check,
-the request built and signed alike), an operator event to the deployment's SNS topic.
+the request built and signed alike), an operator event to the deployment's SNS topic. A group's attempts go
+concurrently, bounded per tenant, so one tenant's slow or silent receiver delays only its own.
 """
 from __future__ import annotations
 
+import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from aws_lambda_powertools import Logger
 
@@ -23,13 +26,57 @@ logger = Logger(child=True)
 
 # A notification's status after a delivery decision (the sweeper's too).
 STATUS_AFTER = {"succeeded": "delivered", "retrying": "pending", "failed": "failed"}
+# One tenant's notifications of a group in flight at once: a notify.url that never answers holds this many
+# threads until its timeout (events.DELIVERY_TIMEOUT_SECONDS), and nobody else's notification waits for it.
+PER_TENANT_IN_FLIGHT = 4
+# Threads for a group's notifications (the executor's group is at most the poller's batch).
+MAX_IN_FLIGHT = 32
+T = TypeVar("T")
 
 
 def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
             dispatches: Sequence[Dispatch]) -> list[str]:
-    """Send each notification attempt dispatched; returns each one's status, or 'duplicate'. `clock` and
-    `uniform` are the executor's (its retries are timed and jittered alike)."""
-    return [_deliver_one(steps, svc, clock, uniform, dispatch) for dispatch in dispatches]
+    """Send the notification attempts dispatched, at once, each tenant's in at most PER_TENANT_IN_FLIGHT
+    lanes (one after the other within a lane, a job's in one); returns each one's status, or 'duplicate',
+    in their order. `clock` and `uniform` are the executor's (its retries are timed and jittered alike).
+    A connection is held only to start and to finish an attempt, never while it is sent."""
+    if not dispatches:
+        return []
+    with svc.db.connection() as conn:
+        owners = store.owners(conn, [dispatch.execution_id for dispatch in dispatches])
+    outcomes = ["duplicate"] * len(dispatches)
+
+    def run_lane(lane: list[int]) -> None:
+        for position in lane:
+            outcomes[position] = _deliver_one(steps, svc, clock, uniform, dispatches[position])
+
+    lanes = tenant_lanes(range(len(dispatches)), lambda i: owners.get(dispatches[i].execution_id, ("", "")),
+                         PER_TENANT_IN_FLIGHT)
+    if len(lanes) == 1:
+        run_lane(lanes[0])
+        return outcomes
+    with ThreadPoolExecutor(max_workers=min(MAX_IN_FLIGHT, len(lanes))) as pool:
+        for future in [pool.submit(run_lane, lane) for lane in lanes]:
+            future.result()
+    return outcomes
+
+
+def tenant_lanes(items: Iterable[T], owner_of: Callable[[T], tuple[str, str]], per_tenant: int) -> list[list[T]]:
+    """`items` in lanes, in their order within each: a tenant's (the first of `owner_of`'s pair) over at most
+    `per_tenant` lanes, one job's (the second) all in one lane, so a job's events keep the order they were
+    raised in. The tenants' first lanes come first, then their second ones..., so a pool with fewer threads
+    than lanes starts every tenant's before a second one of any."""
+    jobs: dict[str, dict[str, int]] = {}  # tenant -> job -> its lane among the tenant's
+    lanes: dict[str, list[list[T]]] = {}
+    for item in items:
+        tenant, job = owner_of(item)
+        own, placed = lanes.setdefault(tenant, []), jobs.setdefault(tenant, {})
+        if job not in placed:
+            placed[job] = len(placed) % per_tenant
+            if placed[job] == len(own):
+                own.append([])
+        own[placed[job]].append(item)
+    return [lane for rank in itertools.zip_longest(*lanes.values()) for lane in rank if lane is not None]
 
 
 def _deliver_one(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
@@ -71,7 +118,7 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
     begun = time.monotonic()
     try:
         svc.sns.publish(
-            TopicArn=topic, Subject=f"Tickwork: a run of job {started.job_id} failed",
+            TopicArn=topic, Subject=subject(started.job_id, started.payload),
             Message=events.body(started.payload),
             MessageAttributes={"type": {"DataType": "String", "StringValue": str(started.payload.get("type"))}},
         )
@@ -79,6 +126,14 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
         return Outcome(None, None, f"publish failed: {code}", _ms_since(begun))
     return Outcome(None, None, None, _ms_since(begun), accepted=True)
+
+
+def subject(job_id: str, payload: Mapping[str, Any]) -> str:
+    """The SNS subject (under 100 characters): a failure, or the summary of a job's later ones in a minute
+    (the body says which minute)."""
+    if payload.get("summary"):
+        return f"Tickwork: job {job_id}: {payload.get('failures')} more failed runs in a minute"
+    return f"Tickwork: a run of job {job_id} failed"
 
 
 def _ms_since(begun: float) -> int:

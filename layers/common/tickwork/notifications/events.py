@@ -7,15 +7,17 @@ transaction as the run's final state. Each event is a row (tickwork.store.notifi
 dispatch of its own through the due index (`n:<id>:<attempt>`), so the executor never waits for a
 notification target, and retried like a run: at-least-once, with the event id stable across attempts.
 
-Deployment-wide, every final failure of any job is also an `operator` event published to the stack's
-SNS topic when one is configured (OPERATOR_TOPIC_ARN), through the same rows and dispatches.
+Deployment-wide, every final failure of any job is also an `operator` event for the stack's SNS topic when
+one is configured (OPERATOR_TOPIC_ARN), through the same rows and dispatches, aggregated per job and minute:
+the first failure of a job in a minute is published at once, the later ones of that minute are counted into
+one summary published when the minute is over (at most two messages a job a minute, however often it fails).
 """
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from tickwork.models import StartedExecution
@@ -34,6 +36,9 @@ DELIVERY_RETRY = RetryPolicy(strategy="exponential", max_attempts=8, delay_secon
                              max_delay_seconds=900, past_next_run=True)
 # Notification history the API shows per job.
 LIST_LIMIT = 100
+# A job's operator summary for a minute leaves this long after the minute began: the minute is over, with a
+# few seconds for a failure recorded at its very end by an executor whose clock is a little behind.
+SUMMARY_AFTER = timedelta(seconds=65)
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,25 @@ def judge(state: WatchState, end: RunEnd, now: datetime) -> Verdict:
 
 
 def operator_event(end: RunEnd, now: datetime) -> Event:
-    return event(end, OPERATOR, "run.failed", None, now)
+    """The failure as the operator topic's first message about its job in the minute of `now`: one id per
+    job and minute, so a later failure in that minute finds it taken and goes to `operator_summary`."""
+    minute = now.replace(second=0, microsecond=0)
+    first = event(end, OPERATOR, "run.failed", None, now, {"minute": rfc3339(minute)})
+    return _with_id(first, f"{end.job_id}:{OPERATOR}:{rfc3339(minute)}")
+
+
+def operator_summary(end: RunEnd, now: datetime) -> tuple[Event, datetime]:
+    """The failures of a job after the first in the minute of `now`, told once when the minute is over:
+    the latest, with `failures` counting them (the store adds each to the count). Returns it and when it is
+    published."""
+    minute = now.replace(second=0, microsecond=0)
+    latest = event(end, OPERATOR, "run.failed", None, now, {"minute": rfc3339(minute), "summary": True, "failures": 1})
+    return _with_id(latest, f"{end.job_id}:{OPERATOR}-summary:{rfc3339(minute)}"), minute + SUMMARY_AFTER
+
+
+def _with_id(raised: Event, key: str) -> Event:
+    event_id = str(uuid.uuid5(_EVENT_NAMESPACE, key))
+    return replace(raised, id=event_id, payload={**raised.payload, "id": event_id})
 
 
 def event(

@@ -7,11 +7,13 @@ the only time it is seen in clear (only its digest is stored).
 {"admin": "set-quotas", "tenant": "<id or name>", "max_jobs": 5000, "max_runs_per_minute": null} overrides
 the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back to the deployment's default, a
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
-keep running; the next create, update or resume that would exceed it is refused. max_runs_in_flight (from 1)
-applies to the next runs dispatched (tickwork.dispatch.budget).
-{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts every secret, signing
-secret and sensitive job header with it (tickwork.secrets.vault.reencrypt_all); older keys stay to open anything
-written meanwhile by an environment that had not yet seen the new one (running it again moves those too).
+keep running; the next create, update or resume that would exceed it is refused. A lowered
+max_history_rows is applied by the next maintenance passes (tickwork.ops.maintenance), and
+max_runs_in_flight (from 1) to the next runs dispatched (tickwork.dispatch.budget).
+{"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts secrets, signing secrets and
+sensitive job headers with it, in short batches for at most 10 s (tickwork.secrets.vault.rotate_data_key); the
+maintenance pass re-encrypts what is left, and what an environment that had not yet seen the new key wrote
+meanwhile. The answer counts what moved and what is left (`remaining`); older keys stay to open it.
 """
 from __future__ import annotations
 

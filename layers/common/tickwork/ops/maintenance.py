@@ -6,7 +6,10 @@
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.notifications.sweep).
-3. Prune finished runs older than the retention, a batch at a time, and Idempotency-Keys older than 24 hours.
+3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
+   older than the retention, oldest first, a batch at a time until done or the pass's
+   time for it is spent, and likewise Idempotency-Keys older than 24 hours and finished notifications.
+4. Re-encrypt onto the newest data key what a rotation left (tickwork.secrets.vault.reseal_unsettled).
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
 one-shot member that the executor's conditional start makes harmless when it is a duplicate, and an
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
@@ -31,11 +35,14 @@ from tickwork.models import Dispatch
 from tickwork.notifications import sweep
 from tickwork.rules import retry
 from tickwork.runs import bounds, ends
+from tickwork.secrets import vault
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
 from tickwork.store import notifications as notifications_store
+from tickwork.store import quotas as quotas_store
+from tickwork.tenant import quotas
 from tickwork.tenant.idempotency import RETENTION
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -48,6 +55,10 @@ MAINTENANCE_LOCK_MS = 50_000
 # whatever is left waits for the next minute.
 BATCH = 1000
 MAX_BATCHES = 20
+# Retention deletes a batch at a time until this long after the pass began, whatever the write rate (a
+# fixed number of batches fell behind one tenant at quota): the poller Lambda has 10 s, and re-encryption
+# after a key rotation (up to 2 s), the batch under way and the lock's release come after it.
+RETENTION_UNTIL_SECONDS = 6.0
 # The poller ticks once a second: a claim is in flight for at most the lookahead plus one tick.
 TICK_MS = 1000
 # A pass that finds the index not whole helps rebuild it this long, leaving the sweep and retention
@@ -65,10 +76,13 @@ class MaintenanceReport:
     retried: int = 0
     lost: int = 0
     pruned: int = 0
+    history_pruned: int = 0  # past tenants' max_history_rows
     idempotency_keys_pruned: int = 0
     notifications_redispatched: int = 0
     notifications_lost: int = 0
     notifications_pruned: int = 0
+    resealed: int = 0
+    reseal_remaining: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -82,13 +96,15 @@ class LostAttempt:
     decision: retry.Decision  # 'retrying' with the next attempt's time, or 'lost'
 
 
-def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
-    """One pass; returns locked=False and does nothing while another pass holds the lock."""
+def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = time.monotonic) -> MaintenanceReport:
+    """One pass; returns locked=False and does nothing while another pass holds the lock. `clock` (seconds,
+    any origin) times the retention's budget."""
     index = svc.index
     token = uuid.uuid4().hex
     if not index.acquire_maintenance_lock(token, MAINTENANCE_LOCK_MS):
         return MaintenanceReport(locked=False)
     report = MaintenanceReport(locked=True)
+    budget = store.Budget(clock() + RETENTION_UNTIL_SECONDS, clock)
     try:
         with svc.db.connection() as conn:
             reconcile(conn, index, now, svc.settings, report)
@@ -96,9 +112,11 @@ def run_maintenance(svc: Services, now: datetime) -> MaintenanceReport:
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
             report.notifications_redispatched, report.notifications_lost = sweep.sweep(
                 conn, index, now, svc.settings, BATCH)
-            report.pruned = prune(conn, now, svc.settings.retention_days)
-            report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, MAX_BATCHES)
-            report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days)
+            report.history_pruned = prune_history(conn, svc.settings, budget)
+            report.pruned = prune(conn, now, svc.settings.retention_days, budget)
+            report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
+            report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days, budget)
+        reseal(svc, report)
     finally:
         index.release_maintenance_lock(token)
     return report
@@ -218,17 +236,44 @@ def end_attempt(
     return True
 
 
+# ---------------------------------------------------------------- re-encryption
+
+def reseal(svc: Services, report: MaintenanceReport) -> None:
+    """Finish a data key rotation the admin call started (or one a killed call left), a little each pass."""
+    done = vault.reseal_unsettled(svc.keyring, svc.db)
+    if done is not None:
+        report.resealed = done.secrets + done.signing_secrets + done.jobs
+        report.reseal_remaining = sum(done.remaining.values())
+
+
 # ---------------------------------------------------------------- retention
 
-def prune(conn: Any, now: datetime, retention_days: int) -> int:
-    """Delete finished runs (and their attempts) older than the retention; 0 days keeps everything."""
+def prune_history(conn: Any, settings: Settings, budget: store.Budget) -> int:
+    """Bring every tenant back to its history quota (max_history_rows): its oldest finished runs go first,
+    a tenant at a time until the budget is spent (the next pass goes on); returns how many runs went."""
+    pruned = 0
+    for tenant_id, override in quotas_store.history_overrides(conn):
+        keep = quotas.effective(settings, {"max_history_rows": override}).max_history_rows
+        count = store.prune_history(conn, tenant_id, keep, BATCH, budget)
+        if count:
+            logger.info("pruned history past the tenant's quota",
+                        extra={"tenant_id": tenant_id, "runs": count, "max_history_rows": keep})
+        pruned += count
+        if budget.spent():
+            break
+    return pruned
+
+
+def prune(conn: Any, now: datetime, retention_days: int, budget: store.Budget) -> int:
+    """Delete finished runs (and their attempts) older than the retention, oldest first, until done or the
+    budget is spent; 0 days keeps everything."""
     if retention_days <= 0:
         return 0
-    return store.prune_executions(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)
+    return store.prune_executions(conn, now - timedelta(days=retention_days), BATCH, budget)
 
 
-def prune_notifications(conn: Any, now: datetime, retention_days: int) -> int:
+def prune_notifications(conn: Any, now: datetime, retention_days: int, budget: store.Budget) -> int:
     """Finished notifications go after the same retention as runs."""
     if retention_days <= 0:
         return 0
-    return notifications_store.prune(conn, now - timedelta(days=retention_days), BATCH, MAX_BATCHES)
+    return notifications_store.prune(conn, now - timedelta(days=retention_days), BATCH, budget)

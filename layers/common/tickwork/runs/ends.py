@@ -36,15 +36,16 @@ class Ending:
 @dataclass
 class Noted:
     """What writing run ends produced: the runs still ours, waiting runs released, events to dispatch,
-    jobs paused (to take out of the due index)."""
+    jobs paused (to take out of the due index), operator summaries to dispatch when their minute is over."""
 
     kept: set[str] = field(default_factory=set)
     released: list[str] = field(default_factory=list)
     notifications: list[str] = field(default_factory=list)
     paused: list[str] = field(default_factory=list)
+    later: list[tuple[str, datetime]] = field(default_factory=list)  # operator summaries, with when they go
 
     def __bool__(self) -> bool:
-        return bool(self.notifications or self.paused)
+        return bool(self.notifications or self.paused or self.later)
 
 
 def may_notify(run: StartedExecution, status: str, operator: bool) -> bool:
@@ -71,9 +72,10 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
                 _, record, status, _ = ending.finished
                 end = events.run_end(ending.run, status == "succeeded", record.error, ending.outcome.status_code)
                 ends.append((ending.run, end))
-        verdicts, raised = _judged(states, ends, now, operator)
+        verdicts, raised, failures = _judged(states, ends, now, operator)
         store.save_states(conn, list(verdicts.values()), now)
         noted.notifications = store.insert_events(conn, raised, now)
+        noted.later = _summarised(conn, failures, set(noted.notifications))
     noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
     for job_id in noted.paused:
         logger.warning("job paused after consecutive failed runs", extra={
@@ -84,9 +86,10 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
 def _judged(
     states: dict[str, events.WatchState], ends: list[tuple[StartedExecution, RunEnd]], now: datetime,
     operator: bool,
-) -> tuple[dict[str, Verdict], list[events.Event]]:
+) -> tuple[dict[str, Verdict], list[events.Event], list[OperatorFailure]]:
     verdicts: dict[str, Verdict] = {}
     raised: list[events.Event] = []
+    failures: list[OperatorFailure] = []
     for run, end in ends:
         state = states.get(end.job_id)
         if run.watched and state is not None:
@@ -97,8 +100,33 @@ def _judged(
             verdicts[end.job_id] = Verdict(verdict.state, reason, [])
             raised += verdict.events
         if operator and not end.succeeded:
-            raised.append(events.operator_event(end, now))
-    return verdicts, raised
+            failures.append(OperatorFailure(events.operator_event(end, now), *events.operator_summary(end, now)))
+    # Rows another executor may be writing too (one id per job and minute) are written in id order, so two
+    # transactions never wait for each other in a cycle; a job's failures keep their order (a stable sort).
+    failures.sort(key=lambda failure: failure.summary.id)
+    raised += sorted({f.first.id: f.first for f in failures}.values(), key=lambda first: first.id)
+    return verdicts, raised, failures
+
+
+@dataclass(frozen=True)
+class OperatorFailure:
+    """A final failure for the operator topic: its minute's first message, or else counted in the summary."""
+
+    first: events.Event
+    summary: events.Event
+    due: datetime
+
+
+def _summarised(conn: Any, failures: list[OperatorFailure], inserted: set[str]) -> list[tuple[str, datetime]]:
+    """Count each failure that is not its job's first in the minute into the minute's summary; returns the
+    summaries new here, to dispatch when their minute is over."""
+    later: list[tuple[str, datetime]] = []
+    for failure in failures:
+        if failure.first.id in inserted:
+            inserted.discard(failure.first.id)  # a second failure of the job in this batch is counted
+        elif store.summarise(conn, failure.summary, failure.due):
+            later.append((failure.summary.id, failure.due))
+    return later
 
 
 def end_lost(
@@ -124,5 +152,7 @@ def queue(index: DueIndex, noted: Noted, now_ms: int, pipeline: Any) -> None:
     # A millisecond apart, in the order they were raised: dispatched in that order when one poller takes them.
     for offset, notification_id in enumerate(noted.notifications):
         index.schedule_notification(notification_id, 1, now_ms + offset, pipeline=pipeline)
+    for notification_id, due in noted.later:
+        index.schedule_notification(notification_id, 1, to_ms(due), pipeline=pipeline)
     for job_id in noted.paused:
         index.remove_job(job_id, pipeline)

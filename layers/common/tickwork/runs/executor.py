@@ -25,7 +25,7 @@ from tickwork.dueindex.index import DueIndex
 from tickwork.errors import InvalidInputError, SealError, UnknownSecretError, UnsafeTargetError
 from tickwork.http import delivery
 from tickwork.http.redaction import redact, spellings
-from tickwork.http.targets import resolve_public_addresses, validate_target_url
+from tickwork.http.targets import check_port, resolve_public_addresses, validate_target_url
 from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
@@ -149,12 +149,14 @@ class Executor:
 
     def prepare(self, run: StartedExecution) -> delivery.Prepared:
         """Open its secrets, check the target and ready a connection to it, signed; a refused target or an
-        unknown secret is a recorded failure."""
+        unknown secret is a recorded failure. The port is checked on every run: the job may have been saved
+        before the deployment's target ports changed."""
         try:
             request, values = self.secrets.request_to_send(run)
             signing = self.secrets.signing(run)
             if request["url"] != run.request["url"]:
                 validate_target_url(request["url"], self.svc.settings.allow_private_targets)
+            check_port(request["url"], self.svc.settings.target_ports)
         except UnknownSecretError as exc:
             return delivery.failed_before_sending(exc.message)
         except SealError:

@@ -237,6 +237,18 @@ class Schedule:
             return None
         return found
 
+    def period_ms(self, from_ms: int, to_ms: int) -> int | None:
+        """The fixed real-time step between consecutive runs from `from_ms` to `to_ms`, when there is one:
+        a rate(), or a plain cron period (`*/5 * * * * *`) while the zone keeps one UTC offset. None otherwise."""
+        rule = self._rule
+        if isinstance(rule, RateRule):
+            return rule.interval_ms
+        if isinstance(rule, CronRule) and rule.expr.period:
+            start, end, _, _ = _segment(rule.tz, from_ms // 1000)
+            if start <= from_ms // 1000 and to_ms // 1000 < end:
+                return rule.expr.period * 1000
+        return None
+
     def next_after(self, after: datetime) -> datetime | None:
         found = self.next_after_ms(floor_ms(after))
         return None if found is None else _UTC_EPOCH + found * _MS

@@ -30,10 +30,14 @@ def job_schedule(job: StoredJob) -> Schedule:
 
 def index_spec(
     schedule: Schedule, version: int, catchup_window_seconds: int = policy.DEFAULT_CATCHUP_WINDOW_SECONDS,
-    catchup: str = policy.DEFAULT_CATCHUP,
+    catchup: str = policy.DEFAULT_CATCHUP, tenant_id: str | None = None,
 ) -> dict[str, Any]:
-    """What the due index keeps per job: what the poller needs to plan a slot, and the version it is for."""
-    return {"v": version, "s": schedule.spec(), "cw": catchup_window_seconds, "ca": catchup}
+    """What the due index keeps per job: what the poller needs to plan a slot, the version it is for, and
+    the tenant whose share of a tick's backlog claims it takes (tickwork.dispatch.backlog)."""
+    spec = {"v": version, "s": schedule.spec(), "cw": catchup_window_seconds, "ca": catchup}
+    if tenant_id is not None:
+        spec["t"] = tenant_id
+    return spec
 
 
 def schedule_of(spec: dict[str, Any]) -> Schedule:
@@ -53,7 +57,8 @@ def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
 
 def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]:
     """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it)."""
-    return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup)
+    return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup,
+                      job.tenant_id)
 
 
 def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
@@ -70,14 +75,14 @@ class IndexSpecs:
     created_at), so rate jobs share a spec only when they share a start_at."""
 
     def __init__(self) -> None:
-        # By schedule, time zone, window, version and policy: the encoded spec, or ANCHORED for a rate().
+        # By schedule, time zone, window, version, policy and tenant: the encoded spec, or ANCHORED for a rate().
         self._plain: dict[tuple[Any, ...], str] = {}
         self._anchored: dict[tuple[Any, ...], str] = {}  # the same key plus the anchor, for rate() jobs
 
     def encoded(self, job: StoredJob) -> str:
         """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
         key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
-               job.catchup_window_seconds)
+               job.catchup_window_seconds, job.tenant_id)
         found = self._plain.get(key)
         if found is None:
             spec = job_spec(job)

@@ -7,7 +7,7 @@ does not open. A sealed value reads `v<version>:<base64 of nonce and ciphertext>
 Data keys live in Postgres (`encryption_keys`) only wrapped, by a `KeyWrapper`: KMS in AWS (the stack's
 key, GenerateDataKey/Decrypt), or a master key file under the local runtime's data directory. A plaintext
 data key is unwrapped once and kept for the execution environment. Rotation adds a version: new values
-use it, older ones still open; `tickwork.secrets.vault.reencrypt_all` moves everything onto it.
+use it, older ones still open; `tickwork.secrets.vault.rotate_data_key` moves everything onto it.
 """
 from __future__ import annotations
 
@@ -132,8 +132,9 @@ class Keyring:
     _current: tuple[int, float] | None = field(default=None, repr=False)  # (version, when read)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def seal(self, store: KeyStore, plaintext: str, context: str) -> str:
-        version = self.current_version(store)
+    def seal(self, store: KeyStore, plaintext: str, context: str, version: int | None = None) -> str:
+        """Seal under `version` (re-encryption names it), by default the current one."""
+        version = self.current_version(store) if version is None else version
         sealed = _encrypt(self._key(store, version), plaintext.encode(), _aad(context, version))
         return f"v{version}:{base64.b64encode(sealed).decode()}"
 

@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from tickwork.http.signing import Signing
+from tickwork.http.signing import Signing, webhook_timestamp
 from tickwork.models import StartedExecution
 from tickwork.secrets import interpolation, vault
 from tickwork.secrets.crypto import Keyring, require_keyring
@@ -48,9 +48,10 @@ class TenantSecrets:
 
     def signing(self, run: StartedExecution) -> Signing:
         """The run's signature: its id, its planned instant (the scheduled second for a first attempt, the
-        retry's due time for a retry, when it started if that was later) and the tenant's keys."""
+        retry's due time for a retry, when it started if that was later; now, once that is stale:
+        tickwork.http.signing.webhook_timestamp) and the tenant's keys."""
         planned = run.scheduled_for if run.attempt == 1 else (run.attempt_started_at or run.scheduled_for)
-        return Signing(run.id, int(planned.timestamp()), self.signing_keys(run.tenant_id))
+        return Signing(run.id, webhook_timestamp(planned, self.clock()), self.signing_keys(run.tenant_id))
 
     def signing_keys(self, tenant_id: str) -> tuple[bytes, ...]:
         with self._lock:

@@ -8,19 +8,21 @@ written before sealing existed keep plain values, which are still sent, and seal
 """
 from __future__ import annotations
 
+import time
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from aws_lambda_powertools import Logger
 from psycopg.types.json import Jsonb
 
-from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, SealError
 from tickwork.http import signing
 from tickwork.http.redaction import is_sensitive_header
 from tickwork.models import Page
 from tickwork.secrets import interpolation
-from tickwork.secrets.crypto import Keyring, require_keyring
+from tickwork.secrets.crypto import CURRENT_VERSION_TTL_SECONDS, Keyring, require_keyring
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
 
@@ -79,6 +81,17 @@ def check_references(conn: Any, tenant_id: str, request: Mapping[str, Any]) -> N
     for field_name, name in refs:
         if name not in known:
             raise InvalidInputError(field_name, f"unknown secret {name}")
+
+
+def check_size(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
+    """A job's request must fit the bounds of what it may expand to with its secrets at their largest
+    (tickwork.secrets.interpolation): 400 naming the field. Stored sealed headers an update keeps are opened
+    to be measured (their ciphertext is longer than what is sent, and hides any reference)."""
+    headers = request.get("headers") or {}
+    if any(is_sealed(v) for v in headers.values()):
+        opened = opened_headers(require_keyring(keyring), PgKeyStore(conn), tenant_id, job_id, headers)
+        request = {**request, "headers": opened}
+    interpolation.check_worst_case(request, MAX_VALUE_BYTES)
 
 
 # ---------------------------------------------------------------- signing secrets
@@ -178,26 +191,115 @@ def open_secret(keyring: Keyring, keys: Any, tenant_id: str, name: str, sealed: 
 
 # ---------------------------------------------------------------- rotation
 
-def reencrypt_all(keyring: Keyring, pool: Any) -> dict[str, int]:
-    """Make a new data key current and re-seal every secret, signing secret and sensitive header with it."""
+# Rows per batch: each batch is opened and sealed outside any transaction, then written back in one short one.
+RESEAL_BATCH = 100
+# The admin call's share of the API Lambda's 29 s; the maintenance pass does the rest, a little each minute.
+ROTATION_SECONDS = 10.0
+MAINTENANCE_RESEAL_SECONDS = 2.0
+# Another environment may seal with the previous key until it re-reads the current version: a rotation is
+# settled only once the new key is older than that (and nothing older is left).
+SETTLE_SECONDS = 2 * CURRENT_VERSION_TTL_SECONDS
+_SEALED_TABLES = ("secrets", "signing_secrets")
+
+
+@dataclass
+class Resealing:
+    """What one call moved onto `key_version`, and how many rows still hold values of an older key."""
+
+    key_version: int
+    secrets: int = 0
+    signing_secrets: int = 0
+    jobs: int = 0
+    remaining: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def rotate_data_key(keyring: Keyring, pool: Any, clock: Callable[[], float] = time.monotonic,
+                    seconds: float = ROTATION_SECONDS) -> dict[str, Any]:
+    """Make a new data key current and re-seal what fits in `seconds` with it: secrets, signing secrets,
+    sensitive headers; the maintenance pass (`reseal_unsettled`) finishes. No row is locked longer than
+    one batch's writes, so the poller's and the API's writes go on."""
     with pool.connection() as conn:
         version = keyring.rotate(PgKeyStore(conn))
-        counts = {"key_version": version, "secrets": 0, "signing_secrets": 0, "jobs": 0}
-        with conn.transaction():
-            keys = PgKeyStore(conn)
-            for table, key, tenant_id, sealed in store.all_sealed(conn):
-                context = _secret_context(tenant_id, key) if table == "secrets" else _signing_context(tenant_id, key)
-                resealed = keyring.seal(keys, keyring.open(keys, sealed, context), context)
-                store.reseal(conn, table, tenant_id, key, resealed)
-                counts[table] += 1
-            for job_id, tenant_id, request in store.job_requests(conn):
-                headers = opened_headers(keyring, keys, tenant_id, job_id, request.get("headers") or {})
-                resealed = seal_request(keyring, conn, tenant_id, job_id, {**request, "headers": headers})
-                if resealed != request:
-                    store.set_job_request(conn, job_id, Jsonb(resealed))
-                    counts["jobs"] += 1
-    logger.info("data key rotated and values re-encrypted", extra=counts)
-    return counts
+    done = reseal_all(keyring, pool, version, clock() + seconds, clock)
+    logger.info("data key rotated", extra=done.as_dict())
+    return done.as_dict()
+
+
+def reseal_unsettled(keyring: Keyring | None, pool: Any, clock: Callable[[], float] = time.monotonic,
+                     seconds: float = MAINTENANCE_RESEAL_SECONDS) -> Resealing | None:
+    """The maintenance pass's part: go on re-sealing onto the newest key until nothing older is left; None
+    once that is so (one indexed read)."""
+    with pool.connection() as conn:
+        version = store.unsettled_key(conn)
+    if keyring is None or version is None:
+        return None
+    done = reseal_all(keyring, pool, version, clock() + seconds, clock)
+    if not any(done.remaining.values()):
+        with pool.connection() as conn:
+            store.mark_resealed(conn, version, SETTLE_SECONDS)
+    if done.secrets or done.signing_secrets or done.jobs:
+        logger.info("values re-sealed onto the newest data key", extra=done.as_dict())
+    return done
+
+
+def reseal_all(keyring: Keyring, pool: Any, version: int, deadline: float, clock: Callable[[], float]) -> Resealing:
+    """Re-seal onto `version` batch by batch until nothing is left or `deadline` (on `clock`) has passed."""
+    done = Resealing(version)
+    for table in (*_SEALED_TABLES, "jobs"):
+        after = store.FIRST_ID
+        while clock() < deadline:
+            with pool.connection() as conn:
+                moved, after = _reseal_batch(keyring, conn, table, version, after)
+            if after is None:
+                break
+            setattr(done, table, getattr(done, table) + moved)
+    with pool.connection() as conn:
+        done.remaining = store.count_stale(conn, SEALED_MARK, version)
+    return done
+
+
+def _reseal_batch(keyring: Keyring, conn: Any, table: str, version: int, after: str) -> tuple[int, str | None]:
+    """One batch: (rows moved, the last id read or None when none was left). A row written meanwhile is
+    left as it is (compare-and-set) and found again by a later pass."""
+    keys = PgKeyStore(conn)
+    changes: list[tuple[str, Any, Any]] = []
+    rows: list[Any] = (store.stale_requests(conn, SEALED_MARK, version, after, RESEAL_BATCH) if table == "jobs"
+                       else store.stale_sealed(conn, table, version, after, RESEAL_BATCH))
+    for row in rows:
+        try:
+            changes.append((row.id, Jsonb(row.request), Jsonb(_resealed_request(keyring, keys, row, version)))
+                           if table == "jobs" else (row.id, row.sealed, _resealed(keyring, keys, table, row, version)))
+        except SealError:  # left as it is, and counted as remaining: it no longer opens anywhere
+            logger.error("a sealed value does not open: not re-sealed", extra={"table": table, "row_id": row.id})
+    with conn.transaction():
+        moved = sum(store.reseal(conn, table, row_id, old, new) for row_id, old, new in changes)
+    return moved, rows[-1].id if rows else None
+
+
+def _resealed(keyring: Keyring, keys: PgKeyStore, table: str, row: store.StaleSealed, version: int) -> str:
+    contexts = {"secrets": _secret_context, "signing_secrets": _signing_context}
+    context = contexts[table](row.tenant_id, row.key)
+    return keyring.seal(keys, keyring.open(keys, row.sealed, context), context, version)
+
+
+def _resealed_request(keyring: Keyring, keys: PgKeyStore, job: store.StaleRequest, version: int) -> dict[str, Any]:
+    """The request with every sealed header value under `version` (plain ones are sealed on the job's next write)."""
+    headers = job.request.get("headers") or {}
+    resealed = {name: _reseal_header(keyring, keys, job, name, value, version) if is_sealed(value) else value
+                for name, value in headers.items()}
+    return {**job.request, "headers": resealed}
+
+
+def _reseal_header(
+    keyring: Keyring, keys: PgKeyStore, job: store.StaleRequest, name: str, value: str, version: int,
+) -> str:
+    context = _header_context(job.tenant_id, job.id, name)
+    if keyring.version_of(value[len(SEALED_MARK):]) == version:
+        return value
+    return SEALED_MARK + keyring.seal(keys, keyring.open(keys, value[len(SEALED_MARK):], context), context, version)
 
 
 # ---------------------------------------------------------------- helpers

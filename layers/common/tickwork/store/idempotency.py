@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tickwork.store.maintenance import Budget, delete_in_batches
+
 
 @dataclass(frozen=True)
 class KeyState:
@@ -54,16 +56,14 @@ def release(conn: Any, tenant_id: str, key: str, claimed_at: datetime) -> None:
     )
 
 
-def prune(conn: Any, before: datetime, batch: int, max_batches: int) -> int:
-    """Delete keys created before `before`, `batch` rows per statement; returns how many."""
-    deleted = 0
-    for _ in range(max_batches):
-        count = conn.execute(
-            "DELETE FROM idempotency_keys WHERE ctid IN ("
-            " SELECT ctid FROM idempotency_keys WHERE created_at < %s LIMIT %s FOR UPDATE SKIP LOCKED)",
-            (before, batch),
-        ).rowcount
-        deleted += count
-        if count < batch:
-            break
-    return deleted
+# Oldest first along idempotency_keys_created.
+_PRUNE = """
+DELETE FROM idempotency_keys WHERE ctid IN (
+    SELECT ctid FROM idempotency_keys WHERE created_at < %(cutoff)s
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""
+
+
+def prune(conn: Any, before: datetime, batch: int, budget: Budget) -> int:
+    """Delete keys created before `before`, `batch` rows per statement, until the budget is spent; returns how many."""
+    return delete_in_batches(conn, _PRUNE, {"cutoff": before}, batch, budget)

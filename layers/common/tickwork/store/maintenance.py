@@ -1,14 +1,16 @@
 """SQL of the maintenance task: rows the reconciler and the sweeper look at, and the retention delete.
 
 Every read walks its rows by id in pages (keyset: no long-running cursor, no row left behind because an
-earlier page is still stuck); the sweeper's reads stop after `max_pages` so one run stays short.
+earlier page is still stuck); the sweeper's reads stop after `max_pages` so one run stays short, and the
+retention deletes when their time `Budget` is spent.
 """
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"
 _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
@@ -18,7 +20,7 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # score is computed here, as timeutil.to_ms would (floor to the millisecond): exact, and no datetime
 # for Python to build per job.
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
-                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds")
+                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text")
 _INDEX_PAGE = f"""
 SELECT {_INDEX_COLUMNS} FROM jobs
  WHERE status = 'active' AND id > %(after)s::uuid
@@ -66,13 +68,29 @@ SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at)
  ORDER BY e.id LIMIT %(limit)s
 """
 
-# Finished runs only (a list of final states, so a new unfinished state is never deleted by omission);
-# attempts go with them (ON DELETE CASCADE). SKIP LOCKED: never wait behind a writer.
-_PRUNE = """
+# Finished runs only (a list of final states, so a new unfinished state is never deleted by omission),
+# oldest first along executions_final_created (its predicate is this list); attempts go with them (ON
+# DELETE CASCADE). SKIP LOCKED: never wait behind a writer.
+_FINAL = "('succeeded', 'failed', 'skipped', 'missed', 'lost')"
+_PRUNE = f"""
 DELETE FROM executions WHERE id IN (
     SELECT id FROM executions
-     WHERE created_at < %(cutoff)s AND status IN ('succeeded', 'failed', 'skipped', 'missed', 'lost')
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+     WHERE created_at < %(cutoff)s AND status IN {_FINAL}
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+"""
+
+# A tenant's history past its quota, along executions_tenant_newest: the newest run beyond the first
+# `keep` (an index-only walk of `keep` entries), then finished runs from there back, oldest first.
+_HISTORY_BOUNDARY = """
+SELECT scheduled_for, id::text FROM executions WHERE tenant_id = %(tenant_id)s
+ ORDER BY scheduled_for DESC, id DESC OFFSET %(keep)s LIMIT 1
+"""
+_PRUNE_HISTORY = f"""
+DELETE FROM executions WHERE id IN (
+    SELECT id FROM executions
+     WHERE tenant_id = %(tenant_id)s AND (scheduled_for, id) <= (%(scheduled_for)s, %(id)s::uuid)
+       AND status IN {_FINAL}
+     ORDER BY scheduled_for, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 
 
@@ -89,6 +107,7 @@ class IndexRow(NamedTuple):
     version: int
     catchup: str
     catchup_window_seconds: int
+    tenant_id: str
 
 
 @dataclass(frozen=True)
@@ -169,17 +188,38 @@ def long_running(conn: Any, before: datetime, batch: int, max_pages: int) -> Ite
         yield [RunningAttempt(*row) for row in rows]
 
 
-def prune_executions(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Delete finished runs created before `cutoff`, `batch` rows per statement; returns how many."""
-    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
+@dataclass(frozen=True)
+class Budget:
+    """Until when retention may go on deleting: `until` on `clock` (seconds, any origin)."""
+
+    until: float
+    clock: Callable[[], float] = time.monotonic
+
+    def spent(self) -> bool:
+        return self.clock() >= self.until
 
 
-def delete_in_batches(conn: Any, sql: str, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Run a retention DELETE (taking `cutoff` and `limit`) until it deletes less than a batch."""
+def prune_executions(conn: Any, cutoff: datetime, batch: int, budget: Budget) -> int:
+    """Delete finished runs created before `cutoff`, oldest first, `batch` rows per statement; returns how many."""
+    return delete_in_batches(conn, _PRUNE, {"cutoff": cutoff}, batch, budget)
+
+
+def prune_history(conn: Any, tenant_id: str, keep: int, batch: int, budget: Budget) -> int:
+    """Delete the tenant's finished runs past its newest `keep` (unfinished ones stay, and count), oldest
+    first, until done or the budget is spent; returns how many."""
+    boundary = conn.execute(_HISTORY_BOUNDARY, {"tenant_id": tenant_id, "keep": keep}).fetchone()
+    if boundary is None:
+        return 0
+    params = {"tenant_id": tenant_id, "scheduled_for": boundary[0], "id": boundary[1]}
+    return delete_in_batches(conn, _PRUNE_HISTORY, params, batch, budget)
+
+
+def delete_in_batches(conn: Any, sql: str, params: dict[str, Any], batch: int, budget: Budget) -> int:
+    """Run a retention DELETE (taking `params` and `limit`) until it deletes less than a batch or the budget
+    is spent. The budget is read after each statement: every call deletes a batch at least."""
     deleted = 0
-    for _ in range(max_batches):
-        count = conn.execute(sql, {"cutoff": cutoff, "limit": batch}).rowcount
+    while True:
+        count = conn.execute(sql, {**params, "limit": batch}).rowcount
         deleted += count
-        if count < batch:
-            break
-    return deleted
+        if count < batch or budget.spent():
+            return deleted

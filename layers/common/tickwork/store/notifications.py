@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
 from tickwork.notifications.events import Event, Verdict, WatchState
-from tickwork.store.maintenance import delete_in_batches
+from tickwork.store.maintenance import Budget, delete_in_batches
 
 _LOCK_STATES = """
 SELECT id::text, tenant_id::text, status, notify, pause_after_failures, consecutive_failures, failing
@@ -45,6 +45,17 @@ ON CONFLICT (id) DO NOTHING
 RETURNING id::text
 """
 
+# One more failure of a job in a minute whose first was told already: its summary row is made, or counts it
+# (and tells the latest) while it has not gone; the xmax test says which (0: a row inserted here).
+_SUMMARISE = """
+INSERT INTO notifications (id, tenant_id, job_id, execution_id, channel, type, url, payload, next_attempt_at)
+VALUES (%(id)s, %(tenant)s, %(job)s, %(execution)s, 'operator', %(type)s, NULL, %(payload)s, %(due)s)
+ON CONFLICT (id) DO UPDATE
+   SET payload = EXCLUDED.payload || jsonb_build_object('failures', (notifications.payload->>'failures')::int + 1)
+ WHERE notifications.status = 'pending' AND notifications.attempt_count = 0
+RETURNING xmax = 0
+"""
+
 # The barrier against sending an attempt twice: only the dispatch whose attempt is next starts it.
 _START = """
 UPDATE notifications
@@ -61,11 +72,12 @@ UPDATE notifications
  WHERE id = %(id)s AND status = 'sending' AND attempt_count = %(attempt)s
 """
 
-# Only finished ones: a notification still pending is never dropped by age.
+# Only finished ones (a notification still pending is never dropped by age), oldest first along
+# notifications_final_created.
 _PRUNE = """
 DELETE FROM notifications WHERE id IN (
     SELECT id FROM notifications WHERE created_at < %(cutoff)s AND status IN ('delivered', 'failed')
-     LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
 """
 
 _COLUMNS = ("id::text, job_id::text, execution_id::text, type, status, attempt_count, next_attempt_at,"
@@ -147,6 +159,23 @@ def insert_events(conn: Any, events: Sequence[Event], due: datetime) -> list[str
     }).fetchall()]
 
 
+def summarise(conn: Any, summary: Event, due: datetime) -> bool:
+    """Count a failure into its minute's operator summary, first attempt due at `due`; True when the summary
+    is new here (to dispatch). A summary already sent (a failure recorded after its minute's end) is left."""
+    row = conn.execute(_SUMMARISE, {
+        "id": summary.id, "tenant": summary.tenant_id, "job": summary.job_id, "execution": summary.execution_id,
+        "type": summary.type, "payload": Jsonb(summary.payload), "due": due,
+    }).fetchone()
+    return bool(row and row[0])
+
+
+def owners(conn: Any, notification_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """The (tenant, job) of each notification still there, by id."""
+    rows = conn.execute("SELECT id::text, tenant_id::text, job_id::text FROM notifications WHERE id = ANY(%s::uuid[])",
+                        (list(notification_ids),)).fetchall()
+    return {notification_id: (tenant_id, job_id) for notification_id, tenant_id, job_id in rows}
+
+
 def start(conn: Any, notification_id: str, attempt: int) -> Delivery | None:
     """Start attempt `attempt` unless another dispatch already did (or the notification is over)."""
     row = conn.execute(_START, {"id": notification_id, "attempt": attempt}).fetchone()
@@ -184,6 +213,7 @@ def sending_since(conn: Any, before: datetime, limit: int) -> list[tuple[str, in
     return [tuple(row) for row in conn.execute(_SENDING_SINCE, {"before": before, "limit": limit})]
 
 
-def prune(conn: Any, cutoff: datetime, batch: int, max_batches: int) -> int:
-    """Delete finished notifications created before `cutoff`, `batch` rows per statement; returns how many."""
-    return delete_in_batches(conn, _PRUNE, cutoff, batch, max_batches)
+def prune(conn: Any, cutoff: datetime, batch: int, budget: Budget) -> int:
+    """Delete finished notifications created before `cutoff`, oldest first, `batch` rows per statement, until
+    the budget is spent; returns how many."""
+    return delete_in_batches(conn, _PRUNE, {"cutoff": cutoff}, batch, budget)

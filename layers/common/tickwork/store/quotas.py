@@ -3,24 +3,24 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_runs_in_flight")
+_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight")
 _COLUMNS = ", ".join(_FIELDS)
 
 
 def lock_tenant(conn: Any, tenant_id: str) -> dict[str, int | None]:
     """The tenant's overrides, its row locked until the transaction ends (serializes quota checks)."""
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM tenants WHERE id = %s FOR UPDATE",
-        (tenant_id,),
-    ).fetchone()
+    row = conn.execute(f"SELECT {_COLUMNS} FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,)).fetchone()
     return dict(zip(_FIELDS, row or (None,) * len(_FIELDS)))
 
 
 def get_overrides(conn: Any, tenant_id: str) -> dict[str, int | None]:
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM tenants WHERE id = %s", (tenant_id,)
-    ).fetchone()
+    row = conn.execute(f"SELECT {_COLUMNS} FROM tenants WHERE id = %s", (tenant_id,)).fetchone()
     return dict(zip(_FIELDS, row or (None,) * len(_FIELDS)))
+
+
+def history_overrides(conn: Any) -> list[tuple[str, int | None]]:
+    """(tenant id, its max_history_rows override or None) for every tenant."""
+    return [(str(t), n) for t, n in conn.execute("SELECT id, max_history_rows FROM tenants ORDER BY id")]
 
 
 def set_overrides(conn: Any, tenant_id: str, changes: Mapping[str, int | None]) -> bool:

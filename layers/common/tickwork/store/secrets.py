@@ -149,25 +149,82 @@ def retire_signing_secrets(conn: Any, tenant_id: str, until: datetime) -> None:
 
 # ---------------------------------------------------------------- re-encryption
 
-def all_sealed(conn: Any) -> list[tuple[str, str, str, str]]:
-    """(table, key, tenant_id, sealed) of every secret and signing secret, locked until the transaction ends
-    (a concurrent write is not overwritten with an older value)."""
-    secrets = conn.execute("SELECT name, tenant_id::text, sealed FROM secrets FOR UPDATE").fetchall()
-    signing = conn.execute("SELECT id::text, tenant_id::text, sealed FROM signing_secrets FOR UPDATE").fetchall()
-    return [("secrets", *row) for row in secrets] + [("signing_secrets", *row) for row in signing]
+# The first key of a keyset scan: every uuid is greater.
+FIRST_ID = "00000000-0000-0000-0000-000000000000"
+_KEY_COLUMN = {"secrets": "name", "signing_secrets": "id::text"}
+# A job holding a sealed header value of another key version (vault.SEALED_MARK, then `v<version>:`).
+_STALE_HEADER = ("EXISTS (SELECT 1 FROM jsonb_each_text(coalesce(request->'headers', '{}'::jsonb)) h"
+                 " WHERE starts_with(h.value, %(mark)s) AND NOT starts_with(h.value, %(header)s))")
 
 
-def reseal(conn: Any, table: str, tenant_id: str, key: str, sealed: str) -> None:
-    column = "name" if table == "secrets" else "id"
-    conn.execute(f"UPDATE {table} SET sealed = %s WHERE tenant_id = %s AND {column} = %s",
-                 (sealed, tenant_id, key))
+@dataclass(frozen=True)
+class StaleSealed:
+    """A secret or signing secret sealed under another key than the current one; `key` names it in its context."""
+
+    id: str
+    tenant_id: str
+    key: str
+    sealed: str
 
 
-def job_requests(conn: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    """(job_id, tenant_id, request) of every job, deleted ones too (their rows keep their headers), locked."""
-    rows = conn.execute("SELECT id::text, tenant_id::text, request FROM jobs FOR UPDATE").fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
+@dataclass(frozen=True)
+class StaleRequest:
+    id: str
+    tenant_id: str
+    request: dict[str, Any]
 
 
-def set_job_request(conn: Any, job_id: str, request: Any) -> None:
-    conn.execute("UPDATE jobs SET request = %s WHERE id = %s", (request, job_id))
+def stale_sealed(conn: Any, table: str, version: int, after: str, limit: int) -> list[StaleSealed]:
+    """The next `limit` rows of `table` (secrets or signing_secrets) after id `after` not sealed with
+    `version`; read without a lock (they are written back compare-and-set)."""
+    with conn.cursor(row_factory=class_row(StaleSealed)) as cur:
+        return cur.execute(
+            f"SELECT id::text, tenant_id::text, {_KEY_COLUMN[table]} AS key, sealed FROM {table}"
+            " WHERE id > %s AND NOT starts_with(sealed, %s) ORDER BY id LIMIT %s",
+            (after, f"v{version}:", limit),
+        ).fetchall()
+
+
+def reseal(conn: Any, table: str, row_id: str, old: Any, new: Any) -> bool:
+    """Replace a row's sealed value (a job's request) unless it changed since it was read: then it is read
+    again later. The poller's writes to a job touch other columns."""
+    column = "request" if table == "jobs" else "sealed"
+    return conn.execute(f"UPDATE {table} SET {column} = %s WHERE id = %s AND {column} = %s",
+                        (new, row_id, old)).rowcount == 1
+
+
+def stale_requests(conn: Any, mark: str, version: int, after: str, limit: int) -> list[StaleRequest]:
+    """The next jobs after id `after`, deleted ones too (their rows keep their headers), with a header
+    value sealed under another key than `version`; read without a lock."""
+    with conn.cursor(row_factory=class_row(StaleRequest)) as cur:
+        return cur.execute(
+            f"SELECT id::text, tenant_id::text, request FROM jobs WHERE id > %(after)s AND {_STALE_HEADER}"
+            " ORDER BY id LIMIT %(limit)s",
+            {"after": after, "mark": mark, "header": f"{mark}v{version}:", "limit": limit},
+        ).fetchall()
+
+
+def count_stale(conn: Any, mark: str, version: int) -> dict[str, int]:
+    """How many rows of each kind still hold a value sealed under another key than `version`."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM secrets WHERE NOT starts_with(sealed, %(current)s)),"
+        " (SELECT count(*) FROM signing_secrets WHERE NOT starts_with(sealed, %(current)s)),"
+        f" (SELECT count(*) FROM jobs WHERE {_STALE_HEADER})",
+        {"current": f"v{version}:", "mark": mark, "header": f"{mark}v{version}:"},
+    ).fetchone()
+    return {"secrets": int(row[0]), "signing_secrets": int(row[1]), "jobs": int(row[2])}
+
+
+def unsettled_key(conn: Any) -> int | None:
+    """The newest key's version while values may still be sealed under older ones, else None."""
+    row = conn.execute("SELECT version, resealed_at FROM encryption_keys ORDER BY version DESC LIMIT 1").fetchone()
+    return None if row is None or row[1] is not None else int(row[0])
+
+
+def mark_resealed(conn: Any, version: int, settle_seconds: float) -> bool:
+    """Note that nothing is sealed under an older key than `version`, once it has been current long enough
+    that no environment still seals with an older one (Postgres's clock on both sides)."""
+    return conn.execute(
+        "UPDATE encryption_keys SET resealed_at = now() WHERE version = %s AND resealed_at IS NULL"
+        " AND created_at < now() - make_interval(secs => %s)", (version, settle_seconds),
+    ).rowcount == 1

@@ -18,6 +18,18 @@ FROM (
 """
 
 
+def newest_slot_past(conn: Any, tenant_id: str, since: datetime, until: datetime, n: int) -> datetime | None:
+    """The slot of the tenant's execution after its newest n in [since, until), None if there are no more
+    than n: an index-only walk of n entries of executions_tenant_newest."""
+    row = conn.execute(
+        "SELECT scheduled_for FROM executions"
+        " WHERE tenant_id = %(tenant_id)s AND scheduled_for >= %(since)s AND scheduled_for < %(until)s"
+        " ORDER BY scheduled_for DESC OFFSET %(skip)s LIMIT 1",
+        {"tenant_id": tenant_id, "since": since, "until": until, "skip": n},
+    ).fetchone()
+    return None if row is None else row[0]
+
+
 def runs_by_status(conn: Any, tenant_id: str, since: datetime, until: datetime) -> dict[str, int]:
     """How many executions of the tenant have a slot in [since, until), per status (absent: none)."""
     rows = conn.execute(

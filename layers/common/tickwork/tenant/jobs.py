@@ -16,7 +16,7 @@ from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.engine import Schedule, parse_schedule
+from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.settings import Settings
@@ -68,6 +68,7 @@ class JobDraft:
 
 def create_job(scope: Scope, draft: JobDraft) -> JobRow:
     schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now)
+    _check_catchup_window(schedule, draft.catchup_window_seconds)
     job = JobRow(
         id=str(uuid.uuid4()), tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
@@ -204,6 +205,8 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
         updated = replace(updated, notify=_checked_notify(scope.settings, changes["notify"]))
     if any(name in changes for name in _TIMING_FIELDS):
         updated = _rescheduled(scope, updated, changes)
+    if "schedule" in changes or "catchup_window_seconds" in changes:
+        _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
     return updated
 
 
@@ -221,9 +224,19 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
     return replace(moved, status="active", next_run_at=_require_run(moved, scope.now))
 
 
+def _check_catchup_window(schedule: Schedule, window_seconds: int) -> None:
+    limit = policy.max_catchup_window_seconds(min_gap_seconds(schedule))
+    if limit is not None and window_seconds > limit:
+        raise InvalidInputError("catchup_window_seconds", (
+            f"must be at most {limit} for this schedule: {policy.MAX_CATCHUP_SLOTS} of its runs (a week of a "
+            "per-minute job), so catching up after an outage stays bounded"))
+
+
 def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
-    """The job as stored: the secrets it references exist, its sensitive header values are sealed."""
+    """The job as stored: the secrets it references exist, it fits the bounds of what it may expand to, its
+    sensitive header values are sealed."""
     vault.check_references(conn, scope.tenant_id, job.request)
+    vault.check_size(scope.keyring, conn, scope.tenant_id, job.id, job.request)
     return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
 
 
@@ -283,7 +296,7 @@ def _merged_request(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict
 def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str, Any]:
     """The request as stored: URL through the SSRF guard, timeout within the deployment's cap, method set."""
     checked = dict(request)
-    checked["url"] = validate_target_url(request["url"], settings.allow_private_targets)
+    checked["url"] = validate_target_url(request["url"], settings.allow_private_targets, settings.target_ports)
     if request.get("timeout_seconds", 0) > settings.max_request_timeout_seconds:
         raise InvalidInputError(
             "request.timeout_seconds", f"must be at most {settings.max_request_timeout_seconds} seconds"
@@ -301,7 +314,7 @@ def _checked_notify(settings: Settings, notify: Mapping[str, Any] | None) -> dic
     if notify is None:
         return None
     try:
-        url = validate_target_url(notify["url"], settings.allow_private_targets)
+        url = validate_target_url(notify["url"], settings.allow_private_targets, settings.target_ports)
     except UnsafeTargetError as exc:
         raise UnsafeTargetError(exc.message, "notify.url") from None
     except InvalidInputError as exc:

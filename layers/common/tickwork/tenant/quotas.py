@@ -5,8 +5,10 @@ tenant. The rules are pure; `enforce` reads the tenant's rows under its row lock
 A schedule counts as the most runs it can make in any 60 seconds (`runs_per_minute`): a cron as many as
 its seconds field matches (1 for a five-field cron), rate(N seconds) as ceil(60 / N), anything slower and a
 one-off at() as 1. Start and end windows are not considered. Only active jobs count towards
-max_runs_per_minute; every job not deleted counts towards max_jobs. max_runs_in_flight bounds the tenant's
-runs dispatched and not yet ended, when they are dispatched (tickwork.dispatch.budget).
+max_runs_per_minute; every job not deleted counts towards max_jobs. max_history_rows is not checked on a
+write: maintenance prunes a tenant's oldest finished runs past it (tickwork.ops.maintenance).
+max_runs_in_flight bounds the tenant's runs dispatched and not yet ended, when they are dispatched
+(tickwork.dispatch.budget).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from tickwork.schedule.specs import job_schedule
 from tickwork.settings import Settings
 from tickwork.store import quotas as store
 
-QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_runs_in_flight")
+QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight")
 # Any whole minute works: a cron's matching minutes all hold the same seconds. One long before any zone's
 # sub-minute historical offsets would be out of place, and after none.
 _REFERENCE = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -34,6 +36,7 @@ class Quotas:
     max_jobs: int
     min_interval_seconds: int
     max_runs_per_minute: int
+    max_history_rows: int
     max_runs_in_flight: int  # enforced when runs are dispatched (tickwork.dispatch.budget), not here
 
     def as_dict(self) -> dict[str, int]:
@@ -43,7 +46,7 @@ class Quotas:
 def effective(settings: Settings, overrides: Mapping[str, int | None]) -> Quotas:
     """The tenant's quotas: its overrides where set, the deployment's defaults elsewhere."""
     defaults = Quotas(settings.max_jobs, settings.min_interval_seconds, settings.max_runs_per_minute,
-                      settings.max_runs_in_flight)
+                      settings.max_history_rows, settings.max_runs_in_flight)
     return Quotas(**{name: _pick(overrides.get(name), getattr(defaults, name)) for name in QUOTA_FIELDS})
 
 
