@@ -46,7 +46,7 @@ INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, m
 SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
        CASE WHEN r.status = 'missed' THEN now() END
   FROM runs r JOIN advanced a ON a.id = r.job_id
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
+ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 RETURNING id::text, job_id::text, scheduled_for, status, coalesce(missed_count, 1)
 """
 LOST_CLAIM_NOTE = (
@@ -137,6 +137,8 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
+    """A manual run at `at`: outside the schedule, so unlike a slot it is not unique per (job, instant)
+    (migration 0012): one asked for at a slot's very instant is a run of its own, beside the slot's."""
     execution_id = str(uuid.uuid4())
     conn.execute(
         "INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status)"
