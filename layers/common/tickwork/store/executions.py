@@ -154,9 +154,12 @@ _STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'sched
 _PENDING = ("queued", "waiting", "retrying")
 
 
+_STOPPED_NOTE = "skipped: the job was "
+
+
 def stopped_note(job_status: str) -> str:
     """Why a run that had not started was skipped: its job was paused or deleted."""
-    return f"skipped: the job was {job_status}"
+    return _STOPPED_NOTE + job_status
 
 
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
@@ -168,8 +171,7 @@ WITH asked AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS r(id, attempt)
 ), stopped AS (
     UPDATE executions e
-       SET status = 'skipped', last_error = 'skipped: the job was ' || j.status, next_attempt_at = NULL,
-           finished_at = now()
+       SET status = 'skipped', last_error = %(note)s || j.status, next_attempt_at = NULL, finished_at = now()
       FROM asked r, jobs j
      WHERE e.id = r.id AND j.id = e.job_id
        AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1 AND {_STOPPED}
@@ -208,6 +210,7 @@ def stopped_runs(conn: Any, execution_ids: Sequence[str]) -> dict[str, str]:
     ).fetchall()
     return dict(rows)
 
+
 _IN_PROGRESS = """
 SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s AND status IN ('running', 'retrying'))
 """
@@ -243,7 +246,8 @@ def start_unguarded_many(conn: Any, runs: Sequence[tuple[str, int]]) -> dict[str
 def _start(conn: Any, runs: Sequence[tuple[str, int]], guarded: bool) -> list[StartedExecution]:
     if not runs:
         return []
-    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded}
+    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded,
+              "note": _STOPPED_NOTE}
     return [StartedExecution(*row) for row in conn.execute(_START, params).fetchall()]
 
 
