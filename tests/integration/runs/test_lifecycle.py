@@ -109,9 +109,9 @@ def test_an_attempt_in_flight_when_the_job_stops_finishes_and_is_not_retried(
 
 
 def test_a_retry_of_a_job_paused_by_its_failures_does_not_start(services: Services, target: Target) -> None:
-    """Break: the start of a retry did not look at its job. A job that `pause_after_failures` paused while
-    another of its runs waited for a retry (overlap allow) sent that retry anyway. Must hold: the retry
-    does not start; the run ends skipped, saying why."""
+    """Break: a job that `pause_after_failures` paused while another of its runs waited for a retry
+    (overlap allow) sent that retry anyway. Must hold: the pause skips the run at once, saying why, and
+    its retry does not start."""
     # Two slots, at T0 and a second later: one tick claims both.
     job_id = insert_job(services, schedule="0-1 0 12 30 11 *", next_run_at=T0, url=target.url + "/hook", retry=RETRY)
     with services.db.connection() as conn:
@@ -122,11 +122,28 @@ def test_a_retry_of_a_job_paused_by_its_failures_does_not_start(services: Servic
     assert _run(services, failing) == ["failed"]
     with services.db.connection() as conn:
         assert conn.execute("SELECT status FROM jobs WHERE id = %s", (job_id,)).fetchone()[0] == "paused"
+    assert _row(services, retrying.execution_id)[0::3] == ("skipped", "skipped: the job was paused")
 
     retry = Dispatch(retrying.execution_id, 2, to_ms(T0 + timedelta(seconds=30)))
     assert _run(services, retry) == ["duplicate"]
     assert len(target.requests) == 2
-    assert _row(services, retrying.execution_id)[0::3] == ("skipped", "skipped: the job was paused")
+
+
+@pytest.mark.parametrize("stop", sorted(STOPS))
+def test_a_retry_queued_as_the_job_stopped_does_not_start(services: Services, target: Target, stop: str) -> None:
+    """Break: the start of a retry did not look at its job. A pause or delete that commits after the
+    executor read the job for its retry decision, and before it recorded the retry, leaves the run
+    `retrying` under a stopped job (set here in SQL: the race itself cannot be timed in a test). Must
+    hold: the retry does not start; its start skips the run, saying why."""
+    job_id, first = _retrying_run(services, target, retry=RETRY)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET status = %s, next_run_at = NULL WHERE id = %s", (stop, job_id))
+
+    retry = Dispatch(first.execution_id, 2, to_ms(T0 + timedelta(seconds=30)))
+    assert _run(services, retry) == ["duplicate"]
+    assert len(target.requests) == 1
+    status, attempt_count, next_attempt_at, error = _row(services, first.execution_id)
+    assert (status, attempt_count, next_attempt_at, error) == ("skipped", 1, None, f"skipped: the job was {stop}")
 
 
 def test_a_manual_run_of_a_paused_job_runs_and_retries(services: Services, target: Target) -> None:
