@@ -18,10 +18,11 @@ One run, two windows:
      as after an outage that long; sent to the sink;
    - notify: a job failing at once (a refused port, 1 attempt) with `notify` on failure to the blackhole.
 
-Per window for B: runs expected and delivered, success rate, send and arrival lag, runs missed, lost and
-still queued a few seconds (GRACE_SECONDS) after the window. The goal: B's send-lag p99 within 1.5x of
-its baseline, its success rate unchanged, no B run missed or lost. Both executor modes run, as in
-bench/connections.py: executor processes (as Lambda), then the poller's process (as `make dev`).
+Per window for B: runs expected and delivered, success rate, send and arrival lag, runs missed, lost, still
+queued or running, or without a row, a few seconds (GRACE_SECONDS) after the window. The goal: B's
+send-lag p99 within 1.5x of its baseline, its success rate unchanged, no B run missed or lost. Both
+executor modes run, as in bench/connections.py: executor processes (as Lambda), then the poller's process
+(as `make dev`).
 """
 from __future__ import annotations
 
@@ -133,7 +134,8 @@ def b_window(deliveries: dict[str, Any], statuses: dict[str, int], expected: int
             "success_rate": statuses.get("succeeded", 0) / expected if expected else None,
             "send_lag_ms": deliveries["send_lag_ms"], "arrival_lag_ms": deliveries["arrival_lag_ms"],
             "missed": statuses.get("missed", 0), "lost": statuses.get("lost", 0),
-            "queued": statuses.get("queued", 0), "unrecorded": max(0, expected - sum(statuses.values())),
+            "queued": statuses.get("queued", 0), "running": statuses.get("running", 0) + statuses.get("retrying", 0),
+            "unrecorded": max(0, expected - sum(statuses.values())),
             "statuses": statuses}
 
 
@@ -285,7 +287,8 @@ def _b_rows(alone: dict[str, Any], noisy: dict[str, Any]) -> list[tuple[str, ...
          ratio(noisy["arrival_lag_ms"]["p99"], alone["arrival_lag_ms"]["p99"]) + " (p99)"),
         ("B runs expected / delivered; succeeded", _runs(noisy), _runs(alone), "",
          f"success rate unchanged: {met[g['success']]}"),
-        (f"B runs missed / lost / still queued / no row, {GRACE_SECONDS} s after", _left(noisy), _left(alone), "",
+        (f"B runs missed / lost / still queued / running / no row, {GRACE_SECONDS} s after", _left(noisy),
+         _left(alone), "",
          f"0 missed, 0 lost: {met[g['none_missed_or_lost']]}"),
     ]
 
@@ -296,7 +299,7 @@ def _runs(w: dict[str, Any]) -> str:
 
 
 def _left(w: dict[str, Any]) -> str:
-    return f"{w['missed']:,} / {w['lost']:,} / {w['queued']:,} / {w['unrecorded']:,}"
+    return " / ".join(f"{w[k]:,}" for k in ("missed", "lost", "queued", "running", "unrecorded"))
 
 
 def _a_rows(a: dict[str, Any]) -> list[tuple[str, ...]]:

@@ -59,17 +59,20 @@ def test_the_expansion_fills_the_body_and_headers_to_the_apis_limits() -> None:
     assert noisy.a_job("expansion", 1, URLS, START_MS, 80)["request"]["headers"] == request["headers"]
 
 
-def _window(p99: float | None, succeeded: int, missed: int = 0, lost: int = 0, queued: int = 0) -> dict[str, Any]:
+def _window(p99: float | None, succeeded: int, missed: int = 0, lost: int = 0, queued: int = 0,
+            running: int = 0, retrying: int = 0) -> dict[str, Any]:
     lag = {"p50": p99, "p99": p99, "max": p99, "n": 1 if p99 is not None else 0}
     deliveries = {"delivered": succeeded, "duplicates": 0, "send_lag_ms": lag, "arrival_lag_ms": lag}
-    statuses = {"succeeded": succeeded, "missed": missed, "lost": lost, "queued": queued}
+    statuses = {"succeeded": succeeded, "missed": missed, "lost": lost, "queued": queued, "running": running,
+                "retrying": retrying}
     return noisy.b_window(deliveries, {k: v for k, v in statuses.items() if v}, 100)
 
 
 def test_b_window_counts_what_is_left_and_what_has_no_row() -> None:
-    w = _window(20.0, 90, missed=2, lost=1, queued=3)
+    w = _window(20.0, 80, missed=2, lost=1, queued=3, running=4, retrying=1)
 
-    assert (w["success_rate"], w["missed"], w["lost"], w["queued"], w["unrecorded"]) == (0.9, 2, 1, 3, 4)
+    assert (w["success_rate"], w["missed"], w["lost"], w["queued"], w["running"], w["unrecorded"]) == (
+        0.8, 2, 1, 3, 5, 9)
 
 
 @pytest.mark.parametrize(("noisy_window", "expected"), [
@@ -104,7 +107,7 @@ def test_rows_show_both_windows_the_verdicts_and_what_a_did() -> None:
     assert lag[-1] == "p99 ≤ 1.5x alone: MISSED (1250.00x)"
     assert cells["B runs expected / delivered; succeeded"] == ("100 / 60; 60.0%", "100 / 100; 100.0%", "",
                                                               "success rate unchanged: MISSED")
-    assert cells["B runs missed / lost / still queued / no row, 5 s after"][0] == "0 / 0 / 40 / 0"
+    assert cells["B runs missed / lost / still queued / running / no row, 5 s after"][0] == "0 / 0 / 40 / 0 / 0"
     assert cells["A expansion: 0 jobs, refused: 2 x 400 invalid_input request.body: too big"] == (
         "none; 67 MB a run expanded",)
     assert cells["A notify: 20 jobs"] == ("failed 600; notifications pending 590, sending 10",)
