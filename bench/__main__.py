@@ -65,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds of B alone (the baseline window)")
     parser.add_argument("--noisy-seconds", type=int, default=noisy.NOISY_SECONDS,
                         help="seconds of B while A misbehaves")
-    parser.add_argument("--noisy-a", type=noisy.parse_mix, default=tuple(noisy.DEFAULT_MIX.items()),
+    parser.add_argument("--noisy-a", type=_mix, default=tuple(noisy.DEFAULT_MIX.items()),
                         metavar="KIND=N,...",
                         help=f"tenant A's every-second jobs per misbehaviour ({', '.join(noisy.KINDS)}); a kind "
                              f"left out gets none (default "
@@ -101,6 +101,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
     parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
     return parser.parse_args(argv)
+
+
+def _mix(text: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return noisy.parse_mix(text)
+    except ValueError as exc:  # argparse shows an ArgumentTypeError's own words
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def servers() -> Servers:

@@ -36,7 +36,7 @@ from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.report import lags, mode, ratio
 from bench.rig import TickworkRig, warm_up
 from bench.target import Target
-from bench.tenants import InProcessApi
+from bench.tenants import InProcessApi, Reply
 from tickwork.api.models import MAX_BODY_CHARS, MAX_HEADERS
 from tickwork.dispatch.poller import TICK_OFFSET_MS
 from tickwork.secrets.vault import MAX_VALUE_BYTES
@@ -185,11 +185,13 @@ def _windows(ws: Workspace, rig: TickworkRig, api: InProcessApi, bad: BadTargets
     b_key, a_key = api.create_tenant("tenant-b"), api.create_tenant("tenant-a")
     for i in range(1, plan.b_jobs + 1):
         api.require(b_key, "POST", "/jobs", b_job(i, target.url, t0 * 1000))
-    if mix.get("expansion"):
-        api.require(a_key, "PUT", f"/secrets/{SECRET}", {"value": "x" * MAX_VALUE_BYTES})
+    secret = api.call(a_key, "PUT", f"/secrets/{SECRET}", {"value": "x" * MAX_VALUE_BYTES}) if mix.get(
+        "expansion") else None
     a_jobs = {kind: [a_job(kind, i, urls, t1 * 1000, plan.expansion_headers) for i in range(1, n + 1)]
               for kind, n in mix.items()}
     created = {kind: _create(api, a_key, jobs) for kind, jobs in a_jobs.items() if kind != "catchup"}
+    if secret is not None and secret.status >= 300:
+        created["expansion"]["refused"][f"the secret: {_refusal(secret)}"] = 1
     if time.time() > t0 - 2.05:
         raise RuntimeError(f"set-up overran: second {t0 - 2} already started; raise SETUP_SECONDS_PER_JOB")
     ticker = SecondTicker(rig.tick, t0 - 2, end - 2, TICK_OFFSET_MS / 1000).start()
@@ -216,10 +218,13 @@ def _create(api: InProcessApi, key: str, jobs: list[dict[str, Any]]) -> dict[str
     for job in jobs:
         reply = api.call(key, "POST", "/jobs", job)
         if reply.status != 201:
-            error = (reply.body or {}).get("error", {})
-            why = f"{reply.status} {error.get('code')} {error.get('field')}: {error.get('message')}"
-            refused[why] = refused.get(why, 0) + 1
+            refused[_refusal(reply)] = refused.get(_refusal(reply), 0) + 1
     return {"created": len(jobs) - sum(refused.values()), "refused": refused}
+
+
+def _refusal(reply: Reply) -> str:
+    error = (reply.body or {}).get("error", {})
+    return f"{reply.status} {error.get('code')} {error.get('field')}: {error.get('message')}"
 
 
 def _b_figures(ws: Workspace, span: tuple[int, int], jobs: int) -> dict[str, Any]:
