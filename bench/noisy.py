@@ -33,7 +33,7 @@ from typing import Any
 from bench.badtargets import BadTargets, refused_url
 from bench.harness import EVERY_SECOND, SecondTicker, Servers, Workspace, sleep_until, tick_stats, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
-from bench.report import lags, mode, ratio
+from bench.report import lags, mode, ms, ratio
 from bench.rig import TickworkRig, warm_up
 from bench.target import Target
 from bench.tenants import InProcessApi, Reply
@@ -245,6 +245,13 @@ def _b_window(figures: dict[str, Any]) -> dict[str, Any]:
     return {"span": figures["span"], **b_window(figures["deliveries"], figures["statuses"], figures["expected"])}
 
 
+# What ended A's attempts: the commonest errors (the first words that tell them apart) and how long they took.
+_ATTEMPT_ERRORS = """
+SELECT coalesce(left(a.error, 60), 'HTTP ' || a.status_code), count(*),
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY a.duration_ms)
+  FROM attempts a JOIN executions e ON e.id = a.execution_id JOIN jobs j ON j.id = e.job_id
+ WHERE j.name LIKE %(prefix)s GROUP BY 1 ORDER BY 2 DESC LIMIT 3
+"""
 _NOTIFICATIONS = """
 SELECT n.status, count(*) FROM notifications n JOIN jobs j ON j.id = n.job_id
  WHERE j.name LIKE 'a-notify-%' GROUP BY n.status
@@ -255,7 +262,8 @@ def _a_figures(ws: Workspace, bad: BadTargets, a_jobs: dict[str, list[dict[str, 
                created: dict[str, Any], end: int) -> dict[str, Any]:
     """Per kind: jobs created and refused, and every slot of theirs up to the window's end by status."""
     with ws.connect() as conn:
-        kinds = {kind: {**created[kind], "statuses": tickwork_statuses(conn, f"a-{kind}", (0, end))}
+        kinds = {kind: {**created[kind], "statuses": tickwork_statuses(conn, f"a-{kind}", (0, end)),
+                        "attempts": [list(row) for row in conn.execute(_ATTEMPT_ERRORS, {"prefix": f"a-{kind}-%"})]}
                  for kind in a_jobs}
         notifications = {row[0]: int(row[1]) for row in conn.execute(_NOTIFICATIONS)}
     if "expansion" in kinds and a_jobs["expansion"]:
@@ -316,6 +324,9 @@ def _a_rows(a: dict[str, Any]) -> list[tuple[str, ...]]:
             extra = f"; {k['expanded_bytes_per_run'] / 1e6:.0f} MB a run expanded"
         if "notifications" in k:
             extra = "; notifications " + _statuses(k["notifications"])
+        if k.get("attempts"):
+            error, n, median_ms = k["attempts"][0]
+            extra += f"; commonest attempt end: {n:,} x {error} (median {ms(median_ms)})"
         out.append((f"A {kind}: {made}", _statuses(k["statuses"]) + extra))
     t = a["targets"]
     out.append(("A's targets: stall connections; sink requests / bytes",

@@ -89,7 +89,8 @@ def test_the_goal_is_issue_22s_three_conditions(noisy_window: dict[str, Any], ex
 
 
 def test_rows_show_both_windows_the_verdicts_and_what_a_did() -> None:
-    kinds = {"blackhole": {"created": 20, "refused": {}, "statuses": {"running": 600}},
+    kinds = {"blackhole": {"created": 20, "refused": {}, "statuses": {"running": 600},
+                           "attempts": [["timed out", 40, 10_002], ["refused", 1, 3]]},
              "expansion": {"created": 0, "refused": {"400 invalid_input request.body: too big": 2},
                            "statuses": {}, "expanded_bytes_per_run": 67_000_000},
              "notify": {"created": 20, "refused": {}, "statuses": {"failed": 600},
@@ -111,6 +112,7 @@ def test_rows_show_both_windows_the_verdicts_and_what_a_did() -> None:
     assert cells["A expansion: 0 jobs, refused: 2 x 400 invalid_input request.body: too big"] == (
         "none; 67 MB a run expanded",)
     assert cells["A notify: 20 jobs"] == ("failed 600; notifications pending 590, sending 10",)
+    assert cells["A blackhole: 20 jobs"] == ("running 600; commonest attempt end: 40 x timed out (median 10,002 ms)",)
     assert cells["A's targets: stall connections; sink requests / bytes"] == ("3; 4 / 5 MB",)
 
 
