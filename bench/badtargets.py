@@ -13,6 +13,7 @@ Closing the process resets every connection at once, so the runs still hanging o
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import socket
@@ -30,12 +31,20 @@ _HEAD_END = b"\r\n\r\n"
 
 
 class _Stall(asyncio.Protocol):
-    def __init__(self, counts: dict[str, int]) -> None:
+    """Holds every connection it accepts (`held`): a transport whose reading is paused has no other
+    reference, and one collected is closed, which resets the connection (unread bytes were left)."""
+
+    def __init__(self, counts: dict[str, int], held: set[asyncio.BaseTransport]) -> None:
         self.counts = counts
+        self.held = held
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.counts["stall_connections"] += 1
+        self.held.add(transport)
         transport.pause_reading()  # type: ignore[attr-defined]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.held = {t for t in self.held if not t.is_closing()}
 
 
 class _Sink(asyncio.Protocol):
@@ -107,9 +116,10 @@ def _stall_socket() -> socket.socket:
 
 def _serve(conn: Any) -> None:
     counts = {"stall_connections": 0, "sink_requests": 0, "sink_bytes": 0}
+    held: set[asyncio.BaseTransport] = set()
     loop = asyncio.new_event_loop()
     kept = _blackhole()
-    stall = loop.run_until_complete(loop.create_server(lambda: _Stall(counts), sock=_stall_socket()))
+    stall = loop.run_until_complete(loop.create_server(lambda: _Stall(counts, held), sock=_stall_socket()))
     sink = loop.run_until_complete(loop.create_server(lambda: _Sink(counts), "127.0.0.1", 0, backlog=1024))
     conn.send({"blackhole": kept[0].getsockname()[1], "stall": stall.sockets[0].getsockname()[1],
                "sink": sink.sockets[0].getsockname()[1]})
@@ -121,7 +131,8 @@ def _serve(conn: Any) -> None:
             except EOFError:  # the parent is gone: don't outlive it
                 os._exit(1)
             if command == "counts":
-                conn.send(dict(counts))
+                gc.collect()  # what is open is what is held, not what the collector has not reached yet
+                conn.send({**counts, "stall_open": sum(1 for t in list(held) if not t.is_closing())})
             else:
                 conn.send("stopped")
                 os._exit(0)  # every socket closes with the process: hanging clients are reset

@@ -163,4 +163,8 @@ def test_the_blackhole_never_completes_a_request_and_the_stall_never_reads() -> 
                 for _ in range(10_000):
                     sent += stalled.send(b"x" * 65536)
             assert sent < 10_000 * 65536
-        assert wait_for(lambda: bad.counts()["stall_connections"] == 1)
+            assert wait_for(lambda: bad.counts()["stall_connections"] == 1)  # (which collects its garbage)
+            stalled.settimeout(0.2)
+            with pytest.raises(TimeoutError):  # neither reset nor closed: it just never answers
+                stalled.recv(1)
+            assert bad.counts()["stall_open"] == 1
