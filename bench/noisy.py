@@ -167,12 +167,13 @@ def one_mode(servers: Servers, target: Target, plan: Plan, workers: int, db_pool
         api = InProcessApi(ws.services(db_pool_size=2))
         try:
             warm_up(ws, rig, target)
-            return {"executor_processes": processes, **_windows(ws, rig, api, bad, target, plan)}
+            result = {"executor_processes": processes, **_windows(ws, rig, api, bad, target, plan)}
         finally:
             bad.close()  # first: the runs hanging on its sockets end, so the executors can finish
-            rig.drain(DRAIN_TIMEOUT_SECONDS)  # before the workspace closes the pools they write through
+            drained = rig.drain(DRAIN_TIMEOUT_SECONDS)  # before the workspace closes the pools they write through
             api.close()
             rig.close()
+    return {**result, "drained_after": drained}
 
 
 def _windows(ws: Workspace, rig: TickworkRig, api: InProcessApi, bad: BadTargets, target: Target, plan: Plan,
