@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, coldstart, connections, idle, rebuild, shards, steady, top_of_hour
+from bench import baseline_0cron, burst, coldstart, connections, idle, noisy, rebuild, shards, steady, top_of_hour
 from bench.harness import LineSink, Servers, capture_logs
 from bench.phases import Phase, run_phases
 from bench.report import (
@@ -39,7 +39,7 @@ from bench.report import (
 from bench.target import DEFAULT_NICE, Target
 
 # In the order they run.
-PHASES = ("burst", "hour", "steady", "connections", "idle", "rebuild", "coldstart", "shards", "schedule")
+PHASES = ("burst", "hour", "steady", "connections", "noisy", "idle", "rebuild", "coldstart", "shards", "schedule")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -59,6 +59,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--connections-seconds", type=int, default=None,
                         help=f"seconds of each connections window (default {connections.SECONDS}, "
                              f"or {connections.QUICK_SECONDS} with --quick)")
+    parser.add_argument("--noisy-b-jobs", type=int, default=noisy.B_JOBS,
+                        help="tenant B's every-second jobs in the noisy-neighbour benchmark")
+    parser.add_argument("--noisy-baseline-seconds", type=int, default=noisy.BASELINE_SECONDS,
+                        help="seconds of B alone (the baseline window)")
+    parser.add_argument("--noisy-seconds", type=int, default=noisy.NOISY_SECONDS,
+                        help="seconds of B while A misbehaves")
+    parser.add_argument("--noisy-a", type=_mix, default=tuple(noisy.DEFAULT_MIX.items()),
+                        metavar="KIND=N,...",
+                        help=f"tenant A's every-second jobs per misbehaviour ({', '.join(noisy.KINDS)}); a kind "
+                             f"left out gets none (default "
+                             f"{','.join(f'{k}={n}' for k, n in noisy.DEFAULT_MIX.items())})")
+    parser.add_argument("--noisy-backlog-seconds", type=int, default=noisy.BACKLOG_SECONDS,
+                        help="how far in the past the catch-up jobs' slots begin")
+    parser.add_argument("--noisy-expansion-headers", type=int, default=noisy.EXPANSION_HEADERS,
+                        help="headers of each expansion job full of secret references (the API takes 50)")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
     parser.add_argument("--rebuild-jobs", type=int, default=100_000,
                         help="jobs in the index rebuild benchmark (1000000: about 10 minutes with the baseline)")
@@ -86,6 +101,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
     parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
     return parser.parse_args(argv)
+
+
+def _mix(text: str) -> tuple[tuple[str, int], ...]:
+    try:
+        return noisy.parse_mix(text)
+    except ValueError as exc:  # argparse shows an ArgumentTypeError's own words
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def servers() -> Servers:
@@ -124,6 +146,11 @@ def run_steady(srv: Servers, target: Target, args: argparse.Namespace, in_proces
     if in_process_too:
         results["tickwork_in_process"] = steady.run(srv, target, n, s, w, p, executor_processes=0)
     return results
+
+
+def noisy_plan(args: argparse.Namespace) -> noisy.Plan:
+    return noisy.Plan(args.noisy_b_jobs, args.noisy_baseline_seconds, args.noisy_seconds, args.noisy_a,
+                      args.noisy_backlog_seconds, args.noisy_expansion_headers)
 
 
 def run_schedule() -> str:
@@ -301,6 +328,10 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
               lambda: connections.run(srv, target(), args.connections_jobs, args.connections_seconds, args.workers,
                                       args.db_pool, x, args.target_nice),
               connections.rows),
+        Phase("noisy", "Noisy neighbour: tenant B's runs while tenant A misbehaves inside its quotas",
+              f"noisy neighbour ({args.noisy_baseline_seconds} s alone, {args.noisy_seconds} s with A, "
+              f"{mode(x)}{' and in the poller' if x > 0 else ''})",
+              lambda: noisy.run(srv, target(), noisy_plan(args), args.workers, args.db_pool, x), noisy.rows),
         Phase("idle", f"Idle: nothing due, {args.idle_jobs:,} jobs scheduled", "idle",
               lambda: idle.run(srv, args.idle_jobs), idle_rows),
         Phase("rebuild", f"Rebuild after Redis lost the index: {args.rebuild_jobs:,} jobs",

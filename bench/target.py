@@ -217,12 +217,17 @@ class Target:
         return self._ask("count")[1]
 
     def close(self) -> None:
-        if self._process.is_alive():
-            try:
-                self._conn.send("stop")
-            except OSError:
-                pass
-            self._process.join(5)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(5)
+        stop_server(self._conn, self._process)
+
+
+def stop_server(conn: Any, process: Any) -> None:
+    """Ask a server process at the end of `conn` to stop; terminate it if it does not."""
+    if process.is_alive():
+        try:
+            conn.send("stop")
+        except OSError:
+            pass
+        process.join(5)
+    if process.is_alive():
+        process.terminate()
+        process.join(5)

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.harness import ONCE_A_DAY, Servers, Workspace, create_jobs, insert_jobs
+from bench.harness import ONCE_A_DAY, Servers, Workspace, create_jobs, insert_jobs, parse_when
 from bench.target import Target
 
 pytestmark = pytest.mark.skipif(not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")),
@@ -62,3 +62,31 @@ def test_the_idle_timeout_target_closes_a_connection_that_brings_nothing() -> No
         assert conn.getresponse().read() == b"ok"
         assert conn.sock is not None and conn.sock.recv(1) == b""  # the kept connection is closed too
         conn.close()
+
+
+def test_tenants_and_jobs_are_made_through_the_api_handler_and_its_clock_can_be_set_back() -> None:
+    """bench/tenants.py: the admin event makes each tenant, the API handler their jobs (refusals answered
+    as a client sees them), and `set_back` moves the API's `now` (the noisy phase's catch-up backlog)."""
+    import time
+
+    from bench.tenants import InProcessApi
+
+    servers = Servers(os.environ["DATABASE_URL"], os.environ["REDIS_URL"])
+    job = {"name": "j", "schedule": "* * * * * *", "request": {"url": "http://127.0.0.1:9/hook"}}
+    with Workspace(servers, "tenants") as ws:
+        api = InProcessApi(ws.services(db_pool_size=2))
+        started = time.time()
+        try:
+            a, b = api.create_tenant("tenant-a"), api.create_tenant("tenant-b")
+            made = api.require(a, "POST", "/jobs", job)
+            with api.set_back(600):
+                late = api.require(b, "POST", "/jobs", {**job, "catchup": "all"})
+            refused = api.call(a, "POST", "/jobs", {**job, "schedule": "every blue moon"})
+            listed = api.require(b, "GET", "/jobs")
+        finally:
+            api.close()
+    now = time.time()
+    assert a != b and refused.status == 400 and refused.body["error"]["field"] == "schedule"
+    assert [j["id"] for j in listed["items"]] == [late["id"]]  # each tenant sees its own jobs only
+    assert started < parse_when(made["next_run_at"]) <= now + 1  # the next whole second
+    assert started - 600 < parse_when(late["next_run_at"]) <= now - 599  # its slots since are all due

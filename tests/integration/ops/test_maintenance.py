@@ -191,6 +191,24 @@ def test_a_lost_attempts_retry_after_the_jobs_next_slot_ends_the_run_unless_the_
     assert status_of(services, ends[True]) == ("retrying", 1, NOW + timedelta(seconds=7))
 
 
+def test_a_lost_attempt_of_a_paused_or_deleted_job_ends_lost_without_a_retry(services: Services) -> None:
+    """Break: a paused or deleted job has no next slot, and that let the sweeper retry its lost attempts.
+    Must hold: the run ends lost with the reason and no retry is queued (as the executor's, #22)."""
+    started = NOW - timedelta(seconds=66)
+    ends = {}
+    for stop in ("paused", "deleted"):
+        job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 7})
+        ends[stop] = insert_execution(services, job_id, status="running", attempt_count=1, attempt_started_at=started)
+        set_job(services, job_id, status=stop, next_run_at=None)  # what a pause or delete leaves of the job
+    report = run_maintenance(services, NOW)
+    assert (report.retried, report.lost) == (0, 2)
+    for stop, run_id in ends.items():
+        assert status_of(services, run_id) == ("lost", 1, None)
+        (attempt,) = attempts(services, run_id)
+        assert attempt[4] == f"lost: executor did not report within 65 s; not retried: the job was {stop}"
+        assert score_of(due_index(services), f"e:{run_id}:2") is None
+
+
 def test_an_attempt_with_no_attempt_left_ends_lost(services: Services) -> None:
     job_id = later_job(services, retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
     run_id = insert_execution(services, job_id, status="running", attempt_count=2,

@@ -4,12 +4,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from tickwork.ops.maintenance import (
-    bound_by_next_slot,
+    bound_retry,
     judge_running,
     redispatch,
     request_timeout_seconds,
     rewind_before,
 )
+from tickwork.rules.retry import Bound
 from tickwork.settings import Settings
 from tickwork.store.maintenance import AwaitingDispatch, RunningAttempt
 from tickwork.timeutil import to_ms
@@ -93,11 +94,23 @@ def test_a_lost_attempts_retry_after_the_next_slot_ends_the_run_unless_allowed()
     bounded = attempt(False)
     lost = judge_running(bounded, T0, SETTINGS)
     assert lost is not None and lost.decision.status == "retrying"  # due at T0 + 10 s
-    ended = bound_by_next_slot(bounded, lost, T0 + timedelta(seconds=5))
+    ended = bound_retry(bounded, lost, Bound(T0 + timedelta(seconds=5)))
     assert (ended.decision.status, ended.decision.next_attempt_at) == ("lost", None)
     assert ended.record.error.startswith("lost: executor did not report within 65 s; not retried: the next attempt")
-    assert bound_by_next_slot(bounded, lost, T0 + timedelta(seconds=10)) is lost  # lands on the slot: kept
-    assert bound_by_next_slot(bounded, lost, None) is lost  # the job has no next run
+    assert bound_retry(bounded, lost, Bound(T0 + timedelta(seconds=10))) is lost  # lands on the slot: kept
+    assert bound_retry(bounded, lost, Bound(None)) is lost  # the job has no next run
     allowed = attempt(True)
     lost_allowed = judge_running(allowed, T0, SETTINGS)
-    assert lost_allowed is not None and bound_by_next_slot(allowed, lost_allowed, T0 + timedelta(seconds=5)) is lost_allowed
+    assert lost_allowed is not None and bound_retry(allowed, lost_allowed, Bound(T0 + timedelta(seconds=5))) is lost_allowed
+
+
+def test_a_lost_attempts_retry_of_a_stopped_job_ends_the_run_whatever_its_policy() -> None:
+    """A paused or deleted job has no next slot; that must not let the retry through (past_next_run or not)."""
+    for past_next_run in (False, True):
+        run = RunningAttempt("run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
+                             {**RETRY, "jitter": "none", "past_next_run": past_next_run}, "job-1", T0 - timedelta(seconds=105))
+        lost = judge_running(run, T0, SETTINGS)
+        assert lost is not None and lost.decision.status == "retrying"
+        ended = bound_retry(run, lost, Bound(None, "paused"))
+        assert (ended.decision.status, ended.decision.next_attempt_at) == ("lost", None)
+        assert ended.record.error == "lost: executor did not report within 65 s; not retried: the job was paused"

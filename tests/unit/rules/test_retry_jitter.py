@@ -79,3 +79,15 @@ def test_past_next_run_allows_a_late_retry() -> None:
     late = Decision("retrying", NOW + timedelta(hours=1))
     assert retry.before_next_slot(policy, late, NOW + timedelta(seconds=1)) == late
     assert not retry.needs_next_slot(policy, late)
+
+
+@pytest.mark.parametrize("past_next_run", [False, True])
+def test_no_retry_for_a_run_its_job_no_longer_makes(past_next_run: bool) -> None:
+    """A paused or deleted job has no next slot: that must not read as "no bound, retry"."""
+    policy = RetryPolicy.from_dict({"past_next_run": past_next_run})
+    retrying = Decision("retrying", NOW + timedelta(seconds=10))
+    for stopped in ("paused", "deleted"):
+        assert retry.within(policy, retrying, retry.Bound(None, stopped)) == Decision(
+            "failed", reason=f"not retried: the job was {stopped}")
+    assert retry.within(policy, Decision("succeeded"), retry.Bound(None, "paused")) == Decision("succeeded")
+    assert retry.within(policy, retrying, retry.Bound(None)) == retrying  # completed, or a one-time schedule

@@ -174,7 +174,7 @@ def expire_running(
     before = now - timedelta(seconds=settings.lost_margin_seconds)
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
         judged = [(run, lost) for run in page if (lost := judge_running(run, now, settings, uniform)) is not None]
-        for run, lost in _bounded_by_next_slots(conn, judged):
+        for run, lost in _bounded_retries(conn, judged):
             if end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
                 ended[lost.decision.status] += 1
     if any(ended.values()):
@@ -198,22 +198,24 @@ def judge_running(
     return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
 
 
-def bound_by_next_slot(run: store.RunningAttempt, lost: LostAttempt, next_slot: datetime | None) -> LostAttempt:
-    """A retry the policy would place after the job's next slot ends the run `lost` instead (with the
-    reason in the attempt's error), unless the policy allows retries past the next run."""
-    bounded = retry.before_next_slot(retry.RetryPolicy.from_dict(run.retry), lost.decision, next_slot)
+def bound_retry(run: store.RunningAttempt, lost: LostAttempt, limit: retry.Bound) -> LostAttempt:
+    """A retry of a run its job no longer makes (paused or deleted), or one the policy would place after
+    the job's next slot (unless it allows retries past the next run), ends the run `lost` instead, with
+    the reason in the attempt's error."""
+    bounded = retry.within(retry.RetryPolicy.from_dict(run.retry), lost.decision, limit)
     if bounded is lost.decision:
         return lost
     return LostAttempt(replace(lost.record, error=f"{lost.record.error}; {bounded.reason}"), retry.Decision("lost"))
 
 
-def _bounded_by_next_slots(
+def _bounded_retries(
     conn: Any, judged: list[tuple[store.RunningAttempt, LostAttempt]],
 ) -> list[tuple[store.RunningAttempt, LostAttempt]]:
-    """bound_by_next_slot for a page of lost attempts: one read of the jobs whose retries need it."""
-    return bounds.bounded(lambda: contextlib.nullcontext(conn), judged, lambda item: (item[0].retry, item[1].decision, item[0].job_id,
-                                                      item[0].scheduled_for),
-                          lambda item, slot: (item[0], bound_by_next_slot(item[0], item[1], slot)))
+    """bound_retry for a page of lost attempts: one read of the jobs of those that retry."""
+    return bounds.bounded(lambda: contextlib.nullcontext(conn), judged,
+                          lambda item: bounds.Retrying(item[0].execution_id, item[0].job_id, item[0].scheduled_for,
+                                                       item[0].retry, item[1].decision),
+                          lambda item, limit: (item[0], bound_retry(item[0], item[1], limit)))
 
 
 def end_attempt(

@@ -117,5 +117,22 @@ def before_next_slot(policy: RetryPolicy, decision: Decision, next_slot: datetim
         " (retry.past_next_run is false)"))
 
 
+@dataclass(frozen=True)
+class Bound:
+    """What limits a run's retry: its job's next slot (None: none, or not needed), and whether its job
+    no longer makes the run (`stopped`: 'paused' or 'deleted'; None while it does)."""
+
+    next_slot: datetime | None = None
+    stopped: str | None = None
+
+
+def within(policy: RetryPolicy, decision: Decision, bound: Bound) -> Decision:
+    """A retry of a run its job no longer makes is not made: the job stops at once, whatever its next
+    slot (a paused or deleted job has none). Otherwise before_next_slot decides."""
+    if decision.next_attempt_at is not None and bound.stopped is not None:
+        return Decision("failed", reason=f"not retried: the job was {bound.stopped}")
+    return before_next_slot(policy, decision, bound.next_slot)
+
+
 def needs_next_slot(policy: RetryPolicy, decision: Decision) -> bool:
     return decision.next_attempt_at is not None and not policy.past_next_run

@@ -76,7 +76,9 @@ def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: b
         store.save_states(conn, list(verdicts.values()), now)
         noted.notifications = store.insert_events(conn, raised, now)
         noted.later = _summarised(conn, failures, set(noted.notifications))
-    noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
+        noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
+        for job_id in noted.paused:  # stopped at once, as a pause by hand (tickwork.tenant.jobs.pause_job)
+            executions_store.skip_scheduled(conn, job_id, now)
     for job_id in noted.paused:
         logger.warning("job paused after consecutive failed runs", extra={
             "job_id": job_id, "paused_reason": verdicts[job_id].paused_reason})

@@ -206,9 +206,10 @@ class Executor:
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
         decided = [self._decide(result, now) for result in results]
         decided = bounds.bounded(self.svc.db.connection, decided,
-                                 lambda d: (d.run.retry, d.decision, d.run.job_id, d.run.scheduled_for),
-                                 lambda d, slot: replace(d, decision=retry.before_next_slot(
-                                     retry.RetryPolicy.from_dict(d.run.retry), d.decision, slot)))
+                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, d.run.scheduled_for, d.run.retry,
+                                                           d.decision),
+                                 lambda d, limit: replace(d, decision=retry.within(
+                                     retry.RetryPolicy.from_dict(d.run.retry), d.decision, limit)))
         operator = bool(self.svc.settings.operator_topic_arn)
         plain: list[Decided] = []
         releasing: list[Decided] = []

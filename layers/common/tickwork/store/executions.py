@@ -46,7 +46,7 @@ INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, m
 SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
        CASE WHEN r.status = 'missed' THEN now() END
   FROM runs r JOIN advanced a ON a.id = r.job_id
-ON CONFLICT (job_id, scheduled_for) DO NOTHING
+ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 RETURNING id::text, job_id::text, scheduled_for, status, coalesce(missed_count, 1)
 """
 LOST_CLAIM_NOTE = (
@@ -137,6 +137,8 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
+    """A manual run at `at`: outside the schedule, so unlike a slot it is not unique per (job, instant)
+    (migration 0012): one asked for at a slot's very instant is a run of its own, beside the slot's."""
     execution_id = str(uuid.uuid4())
     conn.execute(
         "INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status)"
@@ -146,22 +148,68 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
     return execution_id
 
 
+# The runs a job no longer makes (executions e of jobs j): every run of a deleted job, and the scheduled
+# runs of a paused one. A manual run is outside the schedule: it goes ahead paused or not, retries included.
+_STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule'))"
+_PENDING = ("queued", "waiting", "retrying")
+
+
+_STOPPED_NOTE = "skipped: the job was "
+
+
+def stopped_note(job_status: str) -> str:
+    """Why a run that had not started was skipped: its job was paused or deleted."""
+    return _STOPPED_NOTE + job_status
+
+
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
 # overlapping runs (and retries, which continue a run already started) start here. The executor may
 # start a run up to the lookahead before its instant: the times recorded are when it is sent, not earlier.
-_START = """
+# A run its job no longer makes (a retry queued before a pause, say) is skipped instead, in the same statement.
+_START = f"""
+WITH asked AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS r(id, attempt)
+), stopped AS (
+    UPDATE executions e
+       SET status = 'skipped', last_error = %(note)s || j.status, next_attempt_at = NULL, finished_at = now()
+      FROM asked r, jobs j
+     WHERE e.id = r.id AND j.id = e.job_id
+       AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1 AND {_STOPPED}
+)
 UPDATE executions e
    SET status = 'running', attempt_count = e.attempt_count + 1,
        started_at = coalesce(e.started_at, greatest(now(), e.scheduled_for)),
        attempt_started_at = greatest(now(), coalesce(e.next_attempt_at, e.scheduled_for)),
        next_attempt_at = NULL
-  FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS r(id, attempt), jobs j
+  FROM asked r, jobs j
  WHERE e.id = r.id AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
-   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1)
+   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1) AND NOT {_STOPPED}
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
           j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures
 """
+
+
+def skip_scheduled(conn: Any, job_id: str, at: datetime) -> None:
+    """A job being paused: its scheduled runs not started yet (retries included) are skipped with the reason.
+    Call in the transaction that pauses it (its row locked): the poller records no new run meanwhile."""
+    conn.execute(
+        "UPDATE executions SET status = 'skipped', last_error = %s, next_attempt_at = NULL, finished_at = %s"
+        " WHERE job_id = %s AND trigger = 'schedule' AND status = ANY(%s)",
+        (stopped_note("paused"), at, job_id, list(_PENDING)),
+    )
+
+
+def stopped_runs(conn: Any, execution_ids: Sequence[str]) -> dict[str, str]:
+    """Of these runs, those their job no longer makes, with its status ('paused' or 'deleted')."""
+    if not execution_ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT e.id::text, j.status FROM executions e JOIN jobs j ON j.id = e.job_id"
+        f" WHERE e.id = ANY(%s::uuid[]) AND {_STOPPED}", (list(execution_ids),),
+    ).fetchall()
+    return dict(rows)
+
 
 _IN_PROGRESS = """
 SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s AND status IN ('running', 'retrying'))
@@ -198,7 +246,8 @@ def start_unguarded_many(conn: Any, runs: Sequence[tuple[str, int]]) -> dict[str
 def _start(conn: Any, runs: Sequence[tuple[str, int]], guarded: bool) -> list[StartedExecution]:
     if not runs:
         return []
-    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded}
+    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded,
+              "note": _STOPPED_NOTE}
     return [StartedExecution(*row) for row in conn.execute(_START, params).fetchall()]
 
 

@@ -9,6 +9,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from tickwork.models import JobRow
+from tickwork.store.executions import stopped_note
 from tickwork.tenant.filters import JobFilter, like_prefix
 
 JOB_COLUMNS = (
@@ -87,17 +88,17 @@ def update_job(conn: Any, job: JobRow) -> bool:
 
 def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> bool:
     """Soft delete: the row stays for its executions' sake; runs not started yet are skipped with the
-    reason (a run in flight finishes). False if there was nothing to delete."""
+    reason (a run in flight finishes its attempt, and is not retried). False if there was nothing to delete."""
     return conn.execute(
         "WITH deleted AS ("
         " UPDATE jobs SET status = 'deleted', deleted_at = %(at)s, updated_at = %(at)s, next_run_at = NULL"
         f" WHERE id = %(id)s AND {_LIVE} RETURNING id"
         "), cancelled AS ("
-        " UPDATE executions SET status = 'skipped', last_error = 'skipped: the job was deleted',"
+        " UPDATE executions SET status = 'skipped', last_error = %(note)s,"
         " next_attempt_at = NULL, finished_at = %(at)s"
         " WHERE job_id IN (SELECT id FROM deleted) AND status IN ('queued', 'waiting', 'retrying'))"
         " SELECT count(*) FROM deleted",
-        {"id": job_id, "tenant_id": tenant_id, "at": at},
+        {"id": job_id, "tenant_id": tenant_id, "at": at, "note": stopped_note("deleted")},
     ).fetchone()[0] == 1
 
 

@@ -106,7 +106,10 @@ def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
 
 
 def pause_job(scope: Scope, job_id: str) -> JobRow:
-    return _transition(scope, job_id, lambda job: _paused(job))
+    """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
+    flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
+    return _transition(scope, job_id, lambda job: _paused(job),
+                       then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now))
 
 
 def resume_job(scope: Scope, job_id: str) -> JobRow:
@@ -174,8 +177,11 @@ def keep_redacted(stored: Mapping[str, str], given: Mapping[str, str]) -> dict[s
 
 # ---------------------------------------------------------------- rules
 
-def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -> JobRow:
-    """Read the job under a row lock, change it, write it back, then make the due index match."""
+def _transition(
+    scope: Scope, job_id: str, change: Callable[[JobRow], JobRow], then: Callable[[Any, JobRow], None] | None = None,
+) -> JobRow:
+    """Read the job under a row lock, change it, write it back (and `then(conn, job)` in the same
+    transaction, when it changed), then make the due index match."""
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
@@ -186,6 +192,8 @@ def _transition(scope: Scope, job_id: str, change: Callable[[JobRow], JobRow]) -
             quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
             jobs_store.update_job(conn, updated)
+            if then is not None:
+                then(conn, updated)
     if _indexed(updated) != _indexed(current):
         scheduling.index_job(scope.index, updated)
     return updated
