@@ -27,7 +27,7 @@ executor modes run, as in bench/connections.py: executor processes (as Lambda), 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.badtargets import BadTargets, refused_url
@@ -40,6 +40,7 @@ from bench.tenants import InProcessApi, Reply
 from tickwork.api.models import MAX_BODY_CHARS, MAX_HEADERS
 from tickwork.dispatch.poller import TICK_OFFSET_MS
 from tickwork.secrets.vault import MAX_VALUE_BYTES
+from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
 from tickwork.timeutil import from_ms, rfc3339
 
 B_JOBS = 100
@@ -163,6 +164,8 @@ def run(servers: Servers, target: Target, plan: Plan, workers: int, db_pool: int
 def one_mode(servers: Servers, target: Target, plan: Plan, workers: int, db_pool: int, processes: int,
              ) -> dict[str, Any]:
     with Workspace(servers, "noisy") as ws, BadTargets() as bad:
+        # The default quotas, runs in flight too (the other benchmarks' workspaces raise that one).
+        ws.settings = replace(ws.settings, max_runs_in_flight=DEFAULT_MAX_RUNS_IN_FLIGHT)
         rig = TickworkRig(ws, workers, db_pool, executor_processes=processes)
         api = InProcessApi(ws.services(db_pool_size=2))
         try:
