@@ -78,7 +78,7 @@ def test_a_runtime_killed_after_redis_lost_its_keys_sends_no_slot_twice_and_lose
     first and last recorded slot has a row (run, or recorded missed): no slot silently lost."""
     target = Target(stock=True)
     port = free_port()
-    env = {"TICKWORK_RATE_LIMIT_PER_SECOND": "0", **invoker_env}
+    env = {"TICKWORK_RATE_LIMIT_PER_SECOND": "0", "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND": "0", **invoker_env}
     process, url, key = start_process(settings, tmp_path, port, env)
     try:
         job_ids = [_api(url, key, "POST", "/jobs", {
