@@ -2,12 +2,15 @@
 recorded, while another tenant's all go out; they go out once places free, or when places lapse."""
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from tests.integration.helpers import due_index, executor_at, insert_job
+from tests.integration.helpers import UnreadTarget, due_index, executor_at, insert_job
+from tests.support import wait_for
 from tests.support import FakeClock, score_of
 from tickwork.dispatch.poller import Poller
 from tickwork.models import Dispatch
@@ -213,3 +216,32 @@ def test_a_stale_dispatch_of_an_attempt_already_made_takes_no_place(services: Se
     Poller(services).tick(to_ms(T0) + 50)
     assert sorted((d.attempt, d.tenant_id) for d in invoker.dispatches) == [(1, ""), (2, a)]
     assert services.redis.zrange(services.in_flight.key(a), 0, -1) == [f"{run_id}:2"]
+
+
+def test_a_run_gives_its_place_back_when_it_ends_not_when_its_invocation_does(
+    services: Services, invoker: Any, target: Any,
+) -> None:
+    """Runs of several tenants share an invocation: one that has ended must not keep its place while a run of
+    the same invocation waits on a target that never answers (its tenant's places would run out behind it)."""
+    a = tenant(services, "a")
+    silent = UnreadTarget()
+    slow_job = insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, url=silent.url + "/slow",
+                          timeout_seconds=30)
+    insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a, url=target.url + "/fast")
+    Poller(services).tick(to_ms(T0) + 50)
+    # Their instants long past on any date: the executor sends both at once.
+    event = [replace(d, fire_at_ms=0) for d in invoker.dispatches]
+    assert len(event) == 2
+    key = services.in_flight.key(a)
+    assert len(services.redis.zrange(key, 0, -1)) == 2
+    with services.db.connection() as conn:
+        (slow_run,) = conn.execute("SELECT id::text FROM executions WHERE job_id = %s", (slow_job,)).fetchone()
+    worker = threading.Thread(target=executor.handle_event, args=(services, event))
+    worker.start()
+    try:
+        assert wait_for(lambda: services.redis.zrange(key, 0, -1) == [f"{slow_run}:1"])
+        assert runs(services, a)[slow_run][0] == "running"
+    finally:
+        silent.close()
+        worker.join()
+    assert services.redis.zrange(key, 0, -1) == []

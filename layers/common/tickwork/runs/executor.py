@@ -288,6 +288,7 @@ class _Group:
         firsts = {d.execution_id: i for i, d in reversed(list(enumerate(dispatches)))}
         self.repeated = set(range(len(dispatches))) - set(firsts.values())  # positions answered 'duplicate'
         unique = [dispatches[i] for i in sorted(firsts.values())]
+        self.by_run = {d.execution_id: d for d in unique}
         ahead = sorted(((d, started[d.execution_id]) for d in unique if d.execution_id in started),
                        key=lambda pair: pair[0].fire_at_ms)
         self.group = Group(ahead, [d for d in unique if d.execution_id not in started])
@@ -338,6 +339,10 @@ class _Group:
         except Exception as exc:  # the runs stay `running`: the sweeper retries or ends them, as after a crash
             logger.exception("could not record attempts", extra={"execution_ids": [r.run.id for r in batch]})
             self.failure = self.failure or exc
+            return
+        # A run's place among its tenant's runs in flight is free once its attempt is written, not when the
+        # invocation's slowest run (maybe another tenant's, on a target that never answers) ends.
+        give_back(self.executor.svc, [self.by_run[r.run.id] for r in batch if r.run.id in self.by_run])
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
