@@ -59,6 +59,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--connections-seconds", type=int, default=None,
                         help=f"seconds of each connections window (default {connections.SECONDS}, "
                              f"or {connections.QUICK_SECONDS} with --quick)")
+    parser.add_argument("--noisy-workers", type=int, default=noisy.WORKERS,
+                        help="executor environments in the noisy-neighbour benchmark: Lambda's default account "
+                             "concurrency, as the local runtime has (not --workers: one tenant's runs in flight "
+                             "may hold up to max_runs_in_flight of them)")
     parser.add_argument("--noisy-b-jobs", type=int, default=noisy.B_JOBS,
                         help="tenant B's every-second jobs in the noisy-neighbour benchmark")
     parser.add_argument("--noisy-baseline-seconds", type=int, default=noisy.BASELINE_SECONDS,
@@ -331,7 +335,7 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
         Phase("noisy", "Noisy neighbour: tenant B's runs while tenant A misbehaves inside its quotas",
               f"noisy neighbour ({args.noisy_baseline_seconds} s alone, {args.noisy_seconds} s with A, "
               f"{mode(x)}{' and in the poller' if x > 0 else ''})",
-              lambda: noisy.run(srv, target(), noisy_plan(args), args.workers, args.db_pool, x), noisy.rows),
+              lambda: noisy.run(srv, target(), noisy_plan(args), args.noisy_workers, args.db_pool, x), noisy.rows),
         Phase("idle", f"Idle: nothing due, {args.idle_jobs:,} jobs scheduled", "idle",
               lambda: idle.run(srv, args.idle_jobs), idle_rows),
         Phase("rebuild", f"Rebuild after Redis lost the index: {args.rebuild_jobs:,} jobs",

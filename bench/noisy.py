@@ -42,8 +42,12 @@ from tickwork.dispatch.poller import TICK_OFFSET_MS
 from tickwork.secrets.vault import MAX_VALUE_BYTES
 from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
 from tickwork.timeutil import from_ms, rfc3339
+from tickwork_local.executors import MAX_WORKERS
 
 B_JOBS = 100
+# Executor environments: the local runtime's (tickwork_local.executors.MAX_WORKERS), Lambda's default account
+# concurrency. One tenant's runs in flight (max_runs_in_flight, 500 by default) can hold at most that many.
+WORKERS = MAX_WORKERS
 BASELINE_SECONDS = 15
 NOISY_SECONDS = 30
 KINDS = ("blackhole", "stall", "expansion", "catchup", "notify")

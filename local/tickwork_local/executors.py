@@ -12,8 +12,10 @@ from tickwork_local.functions import LambdaFunction
 
 logger = logging.getLogger(__name__)
 
-# Enough parallel executors for a burst of local jobs, far fewer threads than Lambda's concurrency.
-MAX_WORKERS = 64
+# Executor environments at once, as an account's default Lambda concurrency: a tenant's runs in flight
+# (max_runs_in_flight, 500 by default) can hold at most that many waiting on a target that never answers,
+# and the rest stay for the other tenants. Threads start only when invocations wait for one.
+MAX_WORKERS = 1000
 
 
 class ThreadPoolInvoker:
