@@ -335,14 +335,17 @@ class _Group:
 
     def _write(self, batch: list[Result]) -> None:
         try:
-            self.outcomes.update(self.executor.record(batch))
+            written = self.executor.record(batch)
         except Exception as exc:  # the runs stay `running`: the sweeper retries or ends them, as after a crash
             logger.exception("could not record attempts", extra={"execution_ids": [r.run.id for r in batch]})
             self.failure = self.failure or exc
             return
+        self.outcomes.update(written)
         # A run's place among its tenant's runs in flight is free once its attempt is written, not when the
         # invocation's slowest run (maybe another tenant's, on a target that never answers) ends.
-        give_back(self.executor.svc, [self.by_run[r.run.id] for r in batch if r.run.id in self.by_run])
+        held = [self.by_run[run_id] for run_id in written if run_id in self.by_run]
+        if held:
+            give_back(self.executor.svc, held)
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
