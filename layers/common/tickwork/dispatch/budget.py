@@ -10,7 +10,7 @@ decision is Postgres's rows and a Redis index that heals itself, so a crash dela
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 
@@ -48,13 +48,22 @@ class Budgets:
     def __init__(self, svc: Services) -> None:
         self.svc = svc
 
-    def admit(self, conn: Any, dispatches: Sequence[Dispatch], now_ms: int) -> Admitted:
-        """Give each run dispatched a place among its tenant's runs in flight, or hold it back."""
+    def admit(self, conn: Any, dispatches: Sequence[Dispatch], now_ms: int,
+              fresh: Mapping[str, tuple[str, int | None]] | None = None) -> Admitted:
+        """Give each run dispatched a place among its tenant's runs in flight, or hold it back. `fresh`: runs
+        this tick has just written, waiting for their first attempt, with their tenant and its override of
+        max_runs_in_flight (tickwork.store.executions.Recorded.tenants): nothing to read for them."""
+        fresh = fresh or {}
         runs = [(d.execution_id, d.attempt) for d in dispatches if d.kind == "run"]
         if not runs:
             return Admitted(list(dispatches))
-        waiting = store.waiting_runs(conn, runs)
-        admitted = Admitted(postgres_round_trips=1)
+        waiting = {(run_id, 1): WaitingRun(run_id, tenant_id, override, None, None)
+                   for run_id, (tenant_id, override) in fresh.items()}
+        others = [run for run in runs if run not in waiting]
+        admitted = Admitted()
+        if others:
+            waiting.update(store.waiting_runs(conn, others))
+            admitted.postgres_round_trips = 1
         seats: list[tuple[Seat, WaitingRun]] = []
         missed: list[tuple[Dispatch, str]] = []
         for d in dispatches:

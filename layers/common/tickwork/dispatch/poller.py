@@ -1,8 +1,9 @@
 """One poller tick: claim what is due, record each slot once in Postgres, hand the new runs to executors.
 
 Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
-number of jobs in it, and for its runs' tenants' runs in flight (tickwork.dispatch.budget) one more of each,
-and one of each again when some are held back. The Redis claim only decides who advances a job's score; the
+number of jobs in it, and one more Redis call for its runs' places among their tenants' runs in flight
+(tickwork.dispatch.budget; the statement returns the new runs' tenants); a batch with retries or manual runs
+reads theirs (one more statement), and one of each again when some are held back. The Redis claim only decides who advances a job's score; the
 unique execution row decides who dispatches, so two pollers at once never run a slot twice. With several
 due-index shards (tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard;
 how far ahead it claims grows for the seconds many runs share (tickwork.rules.lookahead).
@@ -328,20 +329,23 @@ class Poller:
         part = TickResult(locked=True)
         if slots or any(d.kind == "run" for d in dispatches):
             with self.svc.db.connection() as conn:
+                fresh: dict[str, tuple[str, int | None]] = {}
                 if slots:
                     recorded = executions_store.record_claims(conn, slots)
                     part.missed, part.postgres_round_trips = recorded.missed, 1
                     dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot))
                                                for execution_id, _, slot in recorded.runs]
-                dispatches = self._admit(conn, dispatches, now_ms, part)
+                    fresh = recorded.tenants
+                dispatches = self._admit(conn, dispatches, now_ms, part, fresh)
         if dispatches:
             self.invoker.invoke(dispatches)
         part.dispatched = len(dispatches)
         return part
 
-    def _admit(self, conn: Any, dispatches: list[Dispatch], now_ms: int, part: TickResult) -> list[Dispatch]:
+    def _admit(self, conn: Any, dispatches: list[Dispatch], now_ms: int, part: TickResult,
+               fresh: dict[str, tuple[str, int | None]]) -> list[Dispatch]:
         """The dispatches within their tenants' runs in flight; the others are held back, counted in `part`."""
-        admitted = self.budgets.admit(conn, dispatches, now_ms)
+        admitted = self.budgets.admit(conn, dispatches, now_ms, fresh)
         part.delayed, part.missed = admitted.delayed, part.missed + admitted.missed
         part.postgres_round_trips += admitted.postgres_round_trips
         part.redis_round_trips += admitted.redis_round_trips

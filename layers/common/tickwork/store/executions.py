@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Sequence
 
@@ -41,13 +41,18 @@ WITH claimed AS (
     SELECT gen_random_uuid(), e.id, e.slot, 'missed', NULL, %(lost_note)s
       FROM expected e JOIN claimed c ON c.job_id = e.id
      WHERE e.slot < c.claimed_slot
+), inserted AS (
+    INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, missed_count, last_error,
+                            finished_at)
+    SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
+           CASE WHEN r.status = 'missed' THEN now() END
+      FROM runs r JOIN advanced a ON a.id = r.job_id
+    ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+    RETURNING id, job_id, scheduled_for, status, missed_count, tenant_id
 )
-INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, missed_count, last_error, finished_at)
-SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
-       CASE WHEN r.status = 'missed' THEN now() END
-  FROM runs r JOIN advanced a ON a.id = r.job_id
-ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
-RETURNING id::text, job_id::text, scheduled_for, status, coalesce(missed_count, 1)
+SELECT i.id::text, i.job_id::text, i.scheduled_for, i.status, coalesce(i.missed_count, 1), i.tenant_id::text,
+       t.max_runs_in_flight
+  FROM inserted i JOIN tenants t ON t.id = i.tenant_id
 """
 LOST_CLAIM_NOTE = (
     "missed from this slot on: its claim was lost between Redis and Postgres (a poller stopped mid-tick) "
@@ -84,6 +89,9 @@ class Slot:
 class Recorded:
     runs: list[tuple[str, str, datetime]]  # (execution_id, job_id, slot) to dispatch: only the inserter may
     missed: int  # slots recorded missed
+    # Each run's tenant and that tenant's max_runs_in_flight override (None: the default), as written with
+    # it: the dispatch step's budget needs no read of its own for them (tickwork.dispatch.budget).
+    tenants: dict[str, tuple[str, int | None]] = field(default_factory=dict)
 
 
 # A claim recorded after a later claim of the same job (two ticks overlapped: the first outlived its tick
@@ -95,11 +103,12 @@ _RECORD_LATE_CLAIMS = """
 UPDATE executions x
    SET status = 'queued', last_error = NULL, finished_at = NULL, missed_count = NULL
   FROM unnest(%(job_ids)s::uuid[], %(slots)s::timestamptz[], %(versions)s::int[]) AS c(job_id, slot, version),
-       jobs j
+       jobs j, tenants t
  WHERE x.job_id = c.job_id AND x.scheduled_for = c.slot AND x.trigger = 'schedule'
    AND x.status = 'missed' AND x.last_error = %(lost_note)s
    AND j.id = c.job_id AND j.status = 'active' AND j.version = c.version
-RETURNING x.id::text, x.job_id::text, x.scheduled_for
+   AND t.id = x.tenant_id
+RETURNING x.id::text, x.job_id::text, x.scheduled_for, 'queued', 1, x.tenant_id::text, t.max_runs_in_flight
 """
 
 
@@ -123,17 +132,18 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
         "lost_note": LOST_CLAIM_NOTE,
     }
     inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
-    runs = [(r[0], r[1], r[2]) for r in inserted if r[3] == "queued"]
-    recorded = {(job_id, slot) for _, job_id, slot in runs}
+    queued = [r for r in inserted if r[3] == "queued"]
+    recorded = {(r[1], r[2]) for r in queued}
     refused = [s for s in slots if s.fire is not None and s.fire == s.claimed and not s.missed_count
                and (s.job_id, s.fire) not in recorded]
     if refused:
         # A statement of its own, so its snapshot sees a later claim that committed while the first waited.
-        runs += [(r[0], r[1], r[2]) for r in conn.execute(_RECORD_LATE_CLAIMS, {
+        queued += conn.execute(_RECORD_LATE_CLAIMS, {
             "job_ids": [s.job_id for s in refused], "slots": [s.claimed for s in refused],
             "versions": [s.version for s in refused], "lost_note": LOST_CLAIM_NOTE,
-        }).fetchall()]
-    return Recorded(runs, sum(r[4] for r in inserted if r[3] == "missed"))
+        }).fetchall()
+    return Recorded([(r[0], r[1], r[2]) for r in queued], sum(r[4] for r in inserted if r[3] == "missed"),
+                    {r[0]: (r[5], r[6]) for r in queued})
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
