@@ -114,7 +114,9 @@ class Executor:
         with self.svc.db.connection() as conn:
             started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
         if len(dispatches) == 1:  # nothing to overlap: no Sender, no threads
-            return [self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))]
+            outcome = self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))
+            give_back(self.svc, dispatches, [outcome])
+            return [outcome]
         return _Group(self, dispatches, started).run()
 
     def _run_alone(self, dispatch: Dispatch, run: StartedExecution | None) -> str:
@@ -289,6 +291,7 @@ class _Group:
         self.repeated = set(range(len(dispatches))) - set(firsts.values())  # positions answered 'duplicate'
         unique = [dispatches[i] for i in sorted(firsts.values())]
         self.by_run = {d.execution_id: d for d in unique}
+        self.given_back: set[str] = set()  # runs whose place the recorder freed as their attempt was written
         ahead = sorted(((d, started[d.execution_id]) for d in unique if d.execution_id in started),
                        key=lambda pair: pair[0].fire_at_ms)
         self.group = Group(ahead, [d for d in unique if d.execution_id not in started])
@@ -306,8 +309,12 @@ class _Group:
             recorder.join()
         if self.failure is not None:
             raise self.failure
-        return ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
-                for i, d in enumerate(self.dispatches)]
+        outcomes = ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
+                    for i, d in enumerate(self.dispatches)]
+        left = [(d, outcome) for d, outcome in zip(self.dispatches, outcomes) if d.execution_id not in self.given_back]
+        if left:  # runs that did not start (or were not written): their places, but a duplicate's
+            give_back(self.executor.svc, [d for d, _ in left], [outcome for _, outcome in left])
+        return outcomes
 
     def put(self, result: Result) -> None:
         self.results.put(result)
@@ -346,6 +353,7 @@ class _Group:
         held = [self.by_run[run_id] for run_id in written if run_id in self.by_run]
         if held:
             give_back(self.executor.svc, held)
+            self.given_back.update(d.execution_id for d in held)
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
@@ -377,11 +385,11 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
         executor = Executor(svc, http_client(svc.settings))
         runs = [d for d in dispatches if d.kind == "run"]
         notes = [d for d in dispatches if d.kind == "notification"]
-        ran: list[str] | None = None  # None: the runs' outcomes are unknown, every place is given back
         try:
-            ran = executor.run(runs)
-        finally:
-            give_back(svc, runs, ran)
+            ran = executor.run(runs)  # gives each run's place back as it ends
+        except BaseException:
+            give_back(svc, runs)  # the runs' outcomes are unknown: every place is given back
+            raise
         outcomes = iter(ran)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
         return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
