@@ -75,6 +75,8 @@ class JobRow:
     pause_after_failures: int | None = None
     paused_reason: str | None = None
     success: dict[str, Any] | None = None
+    key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
+    source: str | None = None  # the label of what manages it (a jobs file, a stack)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
-from tickwork.api import console, docs, errors, executions, health, stats
+from tickwork.api import bykey, console, docs, errors, executions, health, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.keys import router as keys_router
@@ -30,6 +30,8 @@ app.configure_openapi(
     security_schemes={"apiKey": HTTPBearer(description="A Tickwork API key.")},
     security=[{"apiKey": []}],
 )
+# By key first: /jobs/by-key/executions is the job keyed "executions", not the executions of a job "by-key".
+app.include_router(bykey.router)
 app.include_router(router)
 for extra in (executions.router, stats.router, health.router, docs.router, keys_router, secrets_router,
               notifications_router, console.router):

@@ -24,6 +24,7 @@ from tickwork.rules.retry import (
     DEFAULT_STRATEGY,
     MAX_DELAY_SECONDS,
 )
+from tickwork.tenant import bykey
 from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
 # Past this many attempts a failing target needs fixing, not retrying.
@@ -42,6 +43,9 @@ MAX_DESCRIPTION_CHARS = 1000
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/=-]{0,63}$"
 # Pausing after more failed runs than this is no pause at all.
 MAX_PAUSE_AFTER_FAILURES = 1000
+KEY_PATTERN = bykey.KEY.pattern
+# What manages a job: a jobs file's label, `cfn:<stack>`.
+SOURCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@=+-]{0,127}$"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
@@ -120,6 +124,10 @@ Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=TAG_
                Field(examples=["env:prod"])]
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_distinct)]
 Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION_CHARS), AfterValidator(_storable)]
+JobKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=KEY_PATTERN),
+                  Field(examples=["nightly-report"])]
+Source = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=SOURCE_PATTERN),
+                   Field(examples=["reports-repo"])]
 ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "succeeded", "failed", "skipped", "missed", "lost"]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
@@ -209,6 +217,12 @@ class JobCreate(_Strict):
     notify: NotifySpec | None = None
     pause_after_failures: PauseAfter | None = None
     success: SuccessSpec | None = None
+    key: JobKey | None = Field(None, description=(
+        "The job's stable name, unique among the tenant's jobs: PUT /jobs/by-key/{key} creates or replaces it. "
+        "Cannot change once set."))
+    source: Source | None = Field(None, description=(
+        "A label for what manages the job (a jobs file applied by the CLI, a CloudFormation stack): "
+        "`tickwork apply --prune` only deletes jobs of its own file's label."))
 
 
 class RequestPatch(_Strict):
@@ -250,6 +264,8 @@ class JobPatch(_Strict):
     notify: NotifySpec | None = None
     pause_after_failures: PauseAfter | None = None
     success: SuccessSpec | None = None
+    key: Unchanged[JobKey] = Field(None, description="Sets the key of a job that has none; a set key cannot change.")
+    source: Source | None = Field(None, description="null clears it.")
 
 
 class PreviewRequest(_Strict):

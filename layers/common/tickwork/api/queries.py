@@ -7,7 +7,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import AfterValidator, StringConstraints
 
-from tickwork.api.models import MAX_TAGS, ExecutionStatus, Instant, JobStatus, Tag, _storable
+from tickwork.api.models import MAX_TAGS, ExecutionStatus, Instant, JobKey, JobStatus, Source, Tag, _storable
 from tickwork.errors import InvalidInputError
 from tickwork.tenant.filters import ExecutionFilter, JobFilter
 
@@ -20,6 +20,8 @@ NamePrefix = Annotated[
     Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_storable)] | None,
     Query(description="Only jobs whose name starts with this (case-sensitive)."),
 ]
+KeyFilter = Annotated[JobKey | None, Query(description="Only the job with this key.")]
+SourceFilter = Annotated[Source | None, Query(description="Only jobs managed by this source label.")]
 ExecutionStatuses = Annotated[
     list[ExecutionStatus] | None, Query(description="Only executions in one of these states (repeatable).")
 ]
@@ -31,8 +33,9 @@ Since = Annotated[Instant | None, Query(description="Only slots at or after this
 Until = Annotated[Instant | None, Query(description="Only slots before this time.")]
 
 
-def job_filter(status: list[str] | None, tag: list[str] | None, name_prefix: str | None) -> JobFilter:
-    return JobFilter(tuple(dict.fromkeys(status or ())), tuple(dict.fromkeys(tag or ())), name_prefix)
+def job_filter(status: list[str] | None, tag: list[str] | None, name_prefix: str | None, key: str | None = None,
+               source: str | None = None) -> JobFilter:
+    return JobFilter(tuple(dict.fromkeys(status or ())), tuple(dict.fromkeys(tag or ())), name_prefix, key, source)
 
 
 def execution_filter(

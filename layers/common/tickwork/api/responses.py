@@ -67,6 +67,8 @@ class JobOut(BaseModel):
     pause_after_failures: int | None = None
     paused_reason: str | None = Field(None, description="Why the job was paused automatically; null otherwise.")
     success: SuccessOut | None = None
+    key: str | None = Field(None, description="Its stable name (PUT /jobs/by-key/{key}); null when it has none.")
+    source: str | None = Field(None, description="What manages it (a jobs file's label, a stack); null when unset.")
     created_at: Timestamp
     updated_at: Timestamp
 

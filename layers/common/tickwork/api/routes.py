@@ -16,7 +16,7 @@ from tickwork.api.auth import current_scope
 from tickwork.api.idempotent import IdempotencyKey, respond
 from tickwork.api.models import JobCreate, JobPatch, PreviewRequest
 from tickwork.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
-from tickwork.api.queries import JobStatuses, NamePrefix, job_filter
+from tickwork.api.queries import JobStatuses, KeyFilter, NamePrefix, SourceFilter, job_filter
 from tickwork.api.queries import Tags as TagFilter
 from tickwork.api.responses import (
     ErrorBody,
@@ -74,8 +74,9 @@ def create_job(job: JobCreate, scope: Caller, idempotency_key: IdempotencyKey = 
 
 @router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=openapi_responses(200, 400))
 def list_jobs(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
-              tag: TagFilter = None, name_prefix: NamePrefix = None) -> JobList:
-    filters = job_filter(status, tag, name_prefix)
+              tag: TagFilter = None, name_prefix: NamePrefix = None, key: KeyFilter = None,
+              source: SourceFilter = None) -> JobList:
+    filters = job_filter(status, tag, name_prefix, key, source)
     return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor), filters))
 
 

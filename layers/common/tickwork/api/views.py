@@ -45,7 +45,8 @@ def job_out(job: JobRow) -> JobOut:
         catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
         tags=list(job.tags), description=job.description,
         notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
-        success=job.success, created_at=_time(job.created_at), updated_at=_time(job.updated_at),
+        success=job.success, key=job.key, source=job.source, created_at=_time(job.created_at),
+        updated_at=_time(job.updated_at),
     )
 
 

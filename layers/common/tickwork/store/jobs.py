@@ -15,7 +15,7 @@ from tickwork.tenant.filters import JobFilter, like_prefix
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
     " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-    " notify, pause_after_failures, paused_reason, success"
+    " notify, pause_after_failures, paused_reason, success, key, source"
 )
 
 
@@ -37,11 +37,11 @@ def insert_job(conn: Any, job: JobRow) -> None:
     conn.execute(
         "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
         " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-        " notify, pause_after_failures, paused_reason, success)"
+        " notify, pause_after_failures, paused_reason, success, key, source)"
         " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
         " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
         " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s,"
-        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s)",
+        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s, %(key)s, %(source)s)",
         _params(job),
     )
 
@@ -51,6 +51,13 @@ def get_job(conn: Any, tenant_id: str, job_id: str, *, lock: bool = False) -> Jo
     sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s AND {_LIVE}" + (" FOR UPDATE" if lock else "")
     with conn.cursor(row_factory=class_row(JobRow)) as cur:
         return cur.execute(sql, {"id": job_id, "tenant_id": tenant_id}).fetchone()
+
+
+def get_job_by_key(conn: Any, tenant_id: str, key: str, *, lock: bool = False) -> JobRow | None:
+    """The tenant's live job with this key (jobs_tenant_key); `lock` as in get_job."""
+    sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE key = %(key)s AND {_LIVE}" + (" FOR UPDATE" if lock else "")
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(sql, {"key": key, "tenant_id": tenant_id}).fetchone()
 
 
 def list_jobs(
@@ -77,7 +84,7 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s,"
         " tags = %(tags)s, description = %(description)s,"
         " notify = %(notify)s, pause_after_failures = %(pause_after_failures)s, paused_reason = %(paused_reason)s,"
-        " success = %(success)s,"
+        " success = %(success)s, key = %(key)s, source = %(source)s,"
         # A paused job that runs again starts counting its failures afresh (tickwork.notifications.events).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
@@ -111,6 +118,12 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
     if filters.tags:
         where += " AND tags @> %(tags)s::text[]"
         params["tags"] = list(filters.tags)
+    if filters.key is not None:
+        where += " AND key = %(key)s"
+        params["key"] = filters.key
+    if filters.source is not None:
+        where += " AND source = %(source)s"
+        params["source"] = filters.source
     if filters.name_prefix:
         where += " AND name LIKE %(name_like)s"
         params["name_like"] = like_prefix(filters.name_prefix)

@@ -11,11 +11,14 @@ EXECUTION_STATUSES = ("queued", "waiting", "running", "retrying", "succeeded", "
 
 @dataclass(frozen=True)
 class JobFilter:
-    """Jobs in any of `statuses` (all when empty), carrying every one of `tags`, named `name_prefix`…"""
+    """Jobs in any of `statuses` (all when empty), carrying every one of `tags`, named `name_prefix`…, with
+    this `key`, managed by this `source`."""
 
     statuses: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     name_prefix: str | None = None
+    key: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,12 @@ nothing below does. A job of another tenant, a deleted job and a malformed id al
 from __future__ import annotations
 
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
+
+from psycopg.errors import UniqueViolation
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError, UnsafeTargetError
 from tickwork.http.redaction import REDACTED, is_sensitive_header
@@ -19,6 +22,8 @@ from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
 from tickwork.secrets import vault
+from tickwork.secrets.crypto import require_keyring
+from tickwork.store.secrets import PgKeyStore
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import history as history_store
@@ -38,7 +43,7 @@ _RESERVED_PREFIX = "tickwork-"
 _TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
 # Fields a PATCH replaces as given (pydantic has already checked them).
 _PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description", "pause_after_failures",
-                 "success")
+                 "success", "source")
 
 T = TypeVar("T")
 
@@ -62,11 +67,25 @@ class JobDraft:
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
     success: dict[str, Any] | None = None
+    key: str | None = None
+    source: str | None = None
 
 
 # ---------------------------------------------------------------- jobs
 
 def create_job(scope: Scope, draft: JobDraft) -> JobRow:
+    job = new_job(scope, draft)
+    with scope.db.connection() as conn, conn.transaction():
+        quotas.enforce(conn, scope.settings, None, job)
+        job = _with_secrets_checked(scope, conn, job)
+        with _key_taken(job.key):
+            jobs_store.insert_job(conn, job)
+    scheduling.index_job(scope.index, job)
+    return job
+
+
+def new_job(scope: Scope, draft: JobDraft) -> JobRow:
+    """The job a create would store (its sensitive headers not sealed yet), checked; nothing is written."""
     schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now)
     _check_catchup_window(schedule, draft.catchup_window_seconds)
     job = JobRow(
@@ -77,15 +96,9 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
         description=draft.description,
         notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
-        success=draft.success,
+        success=draft.success, key=draft.key, source=draft.source,
     )
-    job = replace(job, next_run_at=_require_run(job, scope.now))
-    with scope.db.connection() as conn, conn.transaction():
-        quotas.enforce(conn, scope.settings, None, job)
-        job = _with_secrets_checked(scope, conn, job)
-        jobs_store.insert_job(conn, job)
-    scheduling.index_job(scope.index, job)
-    return job
+    return replace(job, next_run_at=_require_run(job, scope.now))
 
 
 def get_job(scope: Scope, job_id: str) -> JobRow:
@@ -102,18 +115,18 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
 
 def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
     """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
-    return _transition(scope, job_id, lambda job: _apply(scope, job, changes))
+    return transition(scope, job_id, lambda _, job: _apply(scope, job, changes))
 
 
 def pause_job(scope: Scope, job_id: str) -> JobRow:
     """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
     flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
-    return _transition(scope, job_id, lambda job: _paused(job),
+    return transition(scope, job_id, lambda _, job: _paused(job),
                        then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now))
 
 
 def resume_job(scope: Scope, job_id: str) -> JobRow:
-    return _transition(scope, job_id, lambda job: _resumed(job, scope.now))
+    return transition(scope, job_id, lambda _, job: _resumed(job, scope.now))
 
 
 def delete_job(scope: Scope, job_id: str) -> None:
@@ -177,21 +190,34 @@ def keep_redacted(stored: Mapping[str, str], given: Mapping[str, str]) -> dict[s
 
 # ---------------------------------------------------------------- rules
 
-def _transition(
-    scope: Scope, job_id: str, change: Callable[[JobRow], JobRow], then: Callable[[Any, JobRow], None] | None = None,
+@contextmanager
+def _key_taken(key: str | None) -> Iterator[None]:
+    """A write that would give two live jobs of a tenant one key (jobs_tenant_key) is a 409 naming `key`."""
+    try:
+        yield
+    except UniqueViolation as exc:
+        if key is None or getattr(exc.diag, "constraint_name", None) != "jobs_tenant_key":
+            raise
+        raise ConflictError(f"a job with key {key!r} exists already", field="key") from None
+
+
+def transition(
+    scope: Scope, job_id: str, change: Callable[[Any, JobRow], JobRow],
+    then: Callable[[Any, JobRow], None] | None = None,
 ) -> JobRow:
-    """Read the job under a row lock, change it, write it back (and `then(conn, job)` in the same
+    """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
     transaction, when it changed), then make the due index match."""
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
-        updated = change(current)
+        updated = change(conn, current)
         if updated.request != current.request:
             updated = _with_secrets_checked(scope, conn, updated)
         if updated != current:
             quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
-            jobs_store.update_job(conn, updated)
+            with _key_taken(updated.key):
+                jobs_store.update_job(conn, updated)
             if then is not None:
                 then(conn, updated)
     if _indexed(updated) != _indexed(current):
@@ -202,8 +228,13 @@ def _transition(
 def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     """PATCH rules: `request` and `retry` merge into what is stored; a change of schedule, time zone or window
     bumps the version (so a poller holding the old spec cannot advance the new one) and restarts the job
-    at its first slot after now. A paused job stays paused; a completed job becomes active again."""
+    at its first slot after now. A paused job stays paused; a completed job becomes active again. A key is
+    set once."""
     updated = replace(job, **{name: changes[name] for name in _PLAIN_FIELDS if name in changes})
+    if changes.get("key") is not None and changes["key"] != job.key:
+        if job.key is not None:
+            raise InvalidInputError("key", f"cannot change once set (it is {job.key!r}): create a job with the new key")
+        updated = replace(updated, key=changes["key"])
     if "request" in changes:
         merged = _merged_request(job.request, changes["request"])
         updated = replace(updated, request=_checked_request(scope.settings, merged))
@@ -216,6 +247,36 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     if "schedule" in changes or "catchup_window_seconds" in changes:
         _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
     return updated
+
+
+def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> JobRow:
+    """PUT rules: the whole definition is the draft's (a field left out takes its default), under the PATCH rules
+    for timing (the version moves only when schedule, time zone or window do) and for state (a paused job stays
+    paused). A sensitive header whose value is unchanged keeps its sealed value, so the same draft twice changes
+    nothing."""
+    request = dict(draft.request)
+    request["headers"] = _kept_sealed(scope, conn, job, draft.request.get("headers") or {})
+    updated = replace(
+        job, name=draft.name, request=_checked_request(scope.settings, request), retry=dict(draft.retry),
+        overlap=draft.overlap, catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
+        tags=list(draft.tags), description=draft.description, notify=_checked_notify(scope.settings, draft.notify),
+        pause_after_failures=draft.pause_after_failures, success=draft.success, source=draft.source,
+    )
+    updated = _rescheduled(scope, updated, {name: getattr(draft, name) for name in _TIMING_FIELDS})
+    _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
+    return updated
+
+
+def _kept_sealed(scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str]) -> dict[str, str]:
+    """`given` headers where a sensitive one sent back as REDACTED, or with the value its sealed one opens to,
+    keeps the stored (sealed) value."""
+    stored = job.request.get("headers") or {}
+    headers = keep_redacted(stored, given)
+    sealed = {name: value for name, value in stored.items() if vault.is_sealed(value)}
+    if not sealed or not any(name in sealed and headers[name] != sealed[name] for name in headers):
+        return headers
+    opened = vault.opened_headers(require_keyring(scope.keyring), PgKeyStore(conn), job.tenant_id, job.id, sealed)
+    return {name: sealed[name] if opened.get(name) == value else value for name, value in headers.items()}
 
 
 def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:

@@ -1,0 +1,69 @@
+"""Jobs by key: PUT creates or replaces a job's whole definition, the plan says what a PUT would change."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import BaseModel, Field
+
+from tickwork.api import views
+from tickwork.api.models import JobCreate
+from tickwork.api.responses import JobDetail
+from tickwork.api.routes import Caller, openapi_responses
+from tickwork.tenant import bykey
+from tickwork.tenant.jobs import JobDraft
+
+router = Router()
+
+
+class FieldChangeOut(BaseModel):
+    field: str = Field(description="The field's dotted path: `schedule`, `request.url`, `request.headers.X-Team`.")
+    old: Any = Field(description="Its value now (sensitive header values as ***); null when absent.")
+    new: Any = Field(description="Its value after the PUT; null when removed.")
+
+
+class JobPlanOut(BaseModel):
+    key: str
+    action: Literal["create", "update", "unchanged"]
+    job_id: str | None = Field(description="The job with this key; null when it would be created.")
+    changes: list[FieldChangeOut] = Field(description="What an update changes; empty for create and unchanged.")
+
+
+def _put_responses() -> dict[int, Any]:
+    responses = openapi_responses(200, 400, 403, 409)
+    responses[200]["description"] = "Replaced, or unchanged when the definition is the same"
+    responses[201] = {"description": "Created", "headers": dict(responses[200].get("headers", {})),
+                      "content": {"application/json": {"model": JobDetail}}}
+    return responses
+
+
+@router.put("/jobs/by-key/<key>", summary="Create or replace the job with this key", tags=["jobs"],
+            responses=_put_responses())
+def put_job(key: str, job: JobCreate, scope: Caller) -> Response[JobDetail]:
+    """The body is a whole definition, as for POST /jobs: a field left out takes its default. The same body
+    twice changes nothing (no new version). A paused job stays paused."""
+    row, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
+    return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
+                    body=views.job_detail(row).model_dump(mode="json"))
+
+
+@router.post("/jobs/by-key/<key>/plan", summary="What a PUT of this body would change (nothing is written)",
+             tags=["jobs"], responses=openapi_responses(200, 400, 403))
+def plan_job(key: str, job: JobCreate, scope: Caller) -> JobPlanOut:
+    plan = bykey.plan_job_by_key(scope, key, JobDraft(**job.model_dump()))
+    return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id,
+                      changes=[FieldChangeOut(field=c.field, old=c.old, new=c.new) for c in plan.changes])
+
+
+@router.get("/jobs/by-key/<key>", summary="Get the job with this key and its next 5 runs", tags=["jobs"],
+            responses=openapi_responses(200, 404))
+def get_job(key: str, scope: Caller) -> JobDetail:
+    return views.job_detail(bykey.get_job_by_key(scope, key))
+
+
+@router.delete("/jobs/by-key/<key>", status_code=204, summary="Delete the job with this key (its history is kept)",
+               tags=["jobs"], responses=openapi_responses(204, 404))
+def delete_job(key: str, scope: Caller) -> Response[None]:
+    bykey.delete_job_by_key(scope, key)
+    return Response(status_code=204)

@@ -1,0 +1,134 @@
+"""Jobs by their key: what a jobs file (the CLI's plan/apply) and a CloudFormation resource work with.
+
+A PUT names the whole definition of the job with that key: it creates the job, or replaces what differs, or
+changes nothing (same version, same updated_at) when nothing does. A plan computes the same thing and writes
+nothing. Deleted jobs free their key; another tenant's key is not found, as its ids are.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.http.redaction import REDACTED, is_sensitive_header
+from tickwork.models import JobRow
+from tickwork.scope import Scope
+from tickwork.secrets import vault
+from tickwork.store import jobs as jobs_store
+from tickwork.tenant import jobs, quotas
+from tickwork.tenant.jobs import JobDraft
+from tickwork.tenant.lookup import found
+from tickwork.timeutil import rfc3339
+
+# Lowercase so that a key reads the same in a URL, a file name and a CloudFormation template.
+KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+
+Action = Literal["create", "update", "unchanged"]
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One field of the definition, by its dotted path (`request.url`, `request.headers.X-Team`), as shown
+    by the API: sensitive header values as REDACTED."""
+
+    field: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    key: str
+    action: Action
+    job_id: str | None
+    changes: tuple[FieldChange, ...] = ()
+
+
+def put_job_by_key(scope: Scope, key: str, draft: JobDraft) -> tuple[JobRow, bool]:
+    """Create or replace the job with this key; returns it and whether it was created. Two PUTs racing to
+    create the same key: one creates, the other then replaces (the unique index decides)."""
+    draft = _keyed(key, draft)
+    for _ in range(3):
+        with scope.db.connection() as conn:
+            current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
+        try:
+            if current is None:
+                return jobs.create_job(scope, draft), True
+            return jobs.transition(scope, current.id, lambda conn, job: jobs.replaced(scope, conn, job, draft)), False
+        except ConflictError as exc:  # created by a concurrent PUT since the read: replace that one
+            if exc.field != "key":
+                raise
+        except NotFoundError:  # deleted since the read: create it again
+            pass
+    raise ConflictError(f"the job with key {key!r} is changing under concurrent requests; retry", field="key")
+
+
+def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
+    """What `put_job_by_key` would do with this draft, checked as it would be (400s and quota 403s alike);
+    nothing is written."""
+    draft = _keyed(key, draft)
+    with scope.db.connection() as conn:
+        current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
+        planned = jobs.new_job(scope, draft) if current is None else jobs.replaced(scope, conn, current, draft)
+        if current is None or planned.request != current.request:
+            vault.check_references(conn, scope.tenant_id, planned.request)
+            vault.check_size(scope.keyring, conn, scope.tenant_id, planned.id, planned.request)
+        if current is None or planned != current:
+            quotas.enforce(conn, scope.settings, current, planned)
+    if current is None:
+        return JobPlan(key, "create", None)
+    changes = definition_changes(current, planned)
+    return JobPlan(key, "update" if changes else "unchanged", current.id, changes)
+
+
+def get_job_by_key(scope: Scope, key: str) -> JobRow:
+    if not KEY.match(key):
+        raise NotFoundError("job not found")
+    with scope.db.connection() as conn:
+        return found(jobs_store.get_job_by_key(conn, scope.tenant_id, key), "job")
+
+
+def delete_job_by_key(scope: Scope, key: str) -> None:
+    jobs.delete_job(scope, get_job_by_key(scope, key).id)
+
+
+def definition_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
+    """The fields of the definition that differ, in a stable order; a sealed value that differs shows as
+    REDACTED on both sides."""
+    before, after = _definition(old), _definition(new)
+    names = list(before) + [name for name in after if name not in before]
+    return tuple(
+        FieldChange(name, _shown(name, before.get(name)), _shown(name, after.get(name)))
+        for name in names if before.get(name) != after.get(name)
+    )
+
+
+def _keyed(key: str, draft: JobDraft) -> JobDraft:
+    if not KEY.match(key):
+        raise InvalidInputError("key", f"must match {KEY.pattern}: lowercase letters, digits, '.', '_' and '-'")
+    if draft.key is not None and draft.key != key:
+        raise InvalidInputError("key", f"the body's key {draft.key!r} differs from the path's {key!r}")
+    return replace(draft, key=key)
+
+
+def _definition(job: JobRow) -> dict[str, Any]:
+    """The job's definition (what a PUT sets) flattened to dotted paths."""
+    flat: dict[str, Any] = {"name": job.name, "schedule": job.schedule, "timezone": job.timezone,
+                            "start_at": rfc3339(job.start_at), "end_at": rfc3339(job.end_at)}
+    request = job.request
+    flat.update({f"request.{name}": value for name, value in request.items() if name != "headers"})
+    flat.update({f"request.headers.{name}": value for name, value in (request.get("headers") or {}).items()})
+    flat.update({f"retry.{name}": value for name, value in job.retry.items()})
+    flat.update({"overlap": job.overlap, "catchup": job.catchup, "catchup_window_seconds": job.catchup_window_seconds,
+                 "tags": list(job.tags), "description": job.description, "notify": job.notify,
+                 "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source})
+    return flat
+
+
+def _shown(name: str, value: Any) -> Any:
+    if value is not None and name.startswith("request.headers.") and is_sensitive_header(name.split(".", 2)[2]):
+        return REDACTED
+    return value
+
+
