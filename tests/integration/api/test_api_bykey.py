@@ -4,13 +4,19 @@ Postgres and Redis."""
 from __future__ import annotations
 
 import itertools
+import threading
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from tests.integration.api_client import TARGET_SECRET, Api, job_body, use_clock
+from tickwork.api.models import JobCreate
+from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant import bykey
+from tickwork.tenant.jobs import JobDraft
 
 # One pinned clock for every request of a test: a Tuesday, off the whole second.
 PINNED = datetime(2026, 3, 10, 14, 22, 7, 250000, tzinfo=timezone.utc)
@@ -227,3 +233,30 @@ def test_a_put_that_would_exceed_a_quota_is_refused_and_the_plan_says_so(api: Ap
     over = api.call("PUT", "/jobs/by-key/two", job_body())
     assert over.status == 403, over.body
     assert api.call("POST", "/jobs/by-key/two/plan", job_body()).status == 403
+
+
+def test_concurrent_puts_of_a_new_key_make_one_job(api: Api, services: Any, db: Any) -> None:
+    """Each PUT runs in its own thread on its own connection, as separate Lambda environments do: the unique
+    index decides which creates; the others replace that job."""
+    draft = JobDraft(**JobCreate.model_validate(job_body()).model_dump())
+    assert api.call("GET", "/jobs").status == 200  # as every request does first: the keyring's first data key
+    for attempt in range(3):
+        key, start, outcomes = f"race-{attempt}", threading.Barrier(4), []
+
+        def put(name: str) -> None:
+            scope = Scope(services.db, api.index, services.settings, api.tenant_id, PINNED, services.keyring)
+            start.wait(timeout=10)
+            job, created = bykey.put_job_by_key(scope, key, replace(draft, name=name))
+            outcomes.append((job.id, created))
+
+        threads = [threading.Thread(target=put, args=(f"writer {n}",)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(outcomes) == 4
+        assert sorted(created for _, created in outcomes) == [False, False, False, True]
+        assert len({job_id for job_id, _ in outcomes}) == 1
+        live = db.execute("SELECT count(*) FROM jobs WHERE tenant_id = %s AND key = %s AND status <> 'deleted'",
+                          (api.tenant_id, key)).fetchone()[0]
+        assert live == 1
