@@ -296,6 +296,19 @@ def test_pause_and_resume(console: Console, target: Target) -> None:
     assert console.api("GET", f"/jobs/{job['id']}")[1]["status"] == "active"
 
 
+def test_a_job_managed_by_a_file_shows_its_key_and_source(console: Console, target: Target) -> None:
+    body = {"name": "from-a-file", "schedule": HOURLY, "request": {"url": target.url + "/k"}, "source": "reports-repo"}
+    status, _ = console.api("PUT", "/jobs/by-key/nightly-report", body)
+    assert status == 201
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="from-a-file").click()
+    settings = page.locator(".settings")
+    expect(settings).to_contain_text("nightly-report")
+    expect(settings).to_contain_text("reports-repo")
+    expect(settings).to_contain_text("undone by its next apply")
+
+
 def test_delete_asks_first(console: Console, target: Target) -> None:
     job = console.job(name="doomed", schedule=HOURLY, request={"url": target.url + "/d"})
     page = console.page

@@ -118,6 +118,9 @@ function settingsList(job) {
     ['Created', absTime(job.created_at)],
     ['Updated', absTime(job.updated_at)],
     ['Id', h('code', {}, job.id)],
+    job.key ? ['Key', h('code', {}, job.key)] : null,
+    job.source ? ['Managed by', [h('code', {}, job.source), ' ',
+      h('span', { class: 'muted' }, '(a change made here is undone by its next apply or stack update)')]] : null,
   ]);
 }
 
