@@ -1,0 +1,1 @@
+"""One module per concept: login, jobs, runs, files (plan/apply), completion."""
