@@ -5,12 +5,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: dev test test-embedded test-shifted lint bench bench-py313 lock clean openapi screenshots
 
-## The dev venv runs what the layer ships: the lock's pins (hashes and comments stripped) constrain it.
-$(STAMP): pyproject.toml layers/common/requirements.txt
+## The dev venv runs what the layer ships: the lock's pins (hashes and comments stripped) constrain it. It has the
+## `tickwork` command too (cli/, a package of its own: docs/jobs-as-code.md).
+$(STAMP): pyproject.toml layers/common/requirements.txt cli/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	sed -e 's/ \\$$//' -e '/--hash=/d' -e '/^ *#/d' -e '/^ *$$/d' layers/common/requirements.txt > $(VENV)/layer-pins.txt
 	$(PY) -m pip install --quiet -e '.[dev]' -c $(VENV)/layer-pins.txt
+	$(PY) -m pip install --quiet -e ./cli -c $(VENV)/layer-pins.txt
 	touch $(STAMP)
 
 ## aws-sam-cli for the `sam build` tests (tests/packaging), in a venv of its own: it pins its own boto3, cfn-lint

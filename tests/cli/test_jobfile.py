@@ -115,3 +115,10 @@ def test_a_header_value_that_is_not_text_is_refused_naming_it() -> None:
 ])
 def test_the_cli_finds_the_same_headers_sensitive_as_the_server(name: str) -> None:
     assert is_sensitive_header(name) == server_is_sensitive(name)
+
+
+def test_the_docs_show_the_example_file_as_committed() -> None:
+    docs = (EXAMPLE.parents[1] / "jobs-as-code.md").read_text()
+    jobs = EXAMPLE.read_text()
+
+    assert jobs[jobs.index("source:"):] in docs

@@ -26,7 +26,8 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scr
 @click.pass_context
 def plan(ctx: click.Context, path: Path, prune: bool, detailed_exitcode: bool, as_json: bool) -> None:
     """Show what `apply` would change: jobs to create, update (field: old → new) and, with --prune, delete."""
-    found = make_plan(client(), jobfile.load(path), prune)
+    jobs = jobfile.load(path)  # a bad file is an error before any configuration is needed
+    found = make_plan(client(), jobs, prune)
     if as_json:
         emit_json(plan_json(found))
     else:
@@ -42,8 +43,8 @@ def plan(ctx: click.Context, path: Path, prune: bool, detailed_exitcode: bool, a
 @JSON
 def apply(path: Path, prune: bool, yes: bool, as_json: bool) -> None:
     """Make the jobs what the file says (PUT /jobs/by-key/KEY), after showing the plan and asking."""
-    api = client()
     jobs = jobfile.load(path)
+    api = client()
     found = make_plan(api, jobs, prune)
     if not as_json or not yes:
         click.echo(plan_text(found), err=as_json)  # with --json, stdout is kept for the JSON document
