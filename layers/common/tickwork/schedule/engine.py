@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from tickwork.errors import ScheduleError
+from tickwork.schedule import hashing
 from tickwork.schedule import text as schedule_text
 from tickwork.schedule.cron import CronExpr, parse_cron
 from tickwork.timeutil import LATEST, to_ms
@@ -210,9 +211,11 @@ def resolve_wall(tz: ZoneInfo, wall: int) -> int:
 
 
 class Schedule:
-    """A parsed schedule: a rule (cron, rate or at) and the optional [start_at, end_at) window."""
+    """A parsed schedule: a rule (cron, rate or at), the optional [start_at, end_at) window, and the job's
+    spread offset, added to every run. `canonical` is the form written (H kept); the rule's is resolved."""
 
-    __slots__ = ("expression", "canonical", "timezone", "_rule", "_anchor_ms", "_start_ms", "_end_ms")
+    __slots__ = ("expression", "canonical", "timezone", "_rule", "_anchor_ms", "_start_ms", "_end_ms", "_hash_key",
+                 "_offset_ms")
 
     def __init__(
         self,
@@ -220,22 +223,29 @@ class Schedule:
         timezone_name: str,
         rule: Rule,
         window: tuple[int | None, int | None, int | None] = (None, None, None),
+        per_job: tuple[str, str | None, int] | None = None,
     ) -> None:
+        """`per_job`: (the canonical form with its H, the key H was resolved with, the offset in ms)."""
         self.expression = expression
-        self.canonical = rule.canonical
+        self.canonical, self._hash_key, self._offset_ms = per_job or (rule.canonical, None, 0)
         self.timezone = timezone_name
         self._rule = rule
         self._anchor_ms, self._start_ms, self._end_ms = window
+
+    @property
+    def offset_seconds(self) -> int:
+        """The spread offset every run is shifted by."""
+        return self._offset_ms // 1000
 
     def next_after_ms(self, after_ms: int) -> int | None:
         """First run strictly after `after_ms` (epoch ms) inside [start_at, end_at), or None."""
         if self._start_ms is not None and after_ms < self._start_ms:
             after_ms = self._start_ms - 1
-        found = self._rule.next_ms(after_ms)
+        found = self._rule.next_ms(after_ms - self._offset_ms)
         end_ms = _LATEST_MS if self._end_ms is None else min(self._end_ms, _LATEST_MS)
-        if found is None or found >= end_ms:
+        if found is None or found + self._offset_ms >= end_ms:
             return None
-        return found
+        return found + self._offset_ms
 
     def period_ms(self, from_ms: int, to_ms: int) -> int | None:
         """The fixed real-time step between consecutive runs from `from_ms` to `to_ms`, when there is one:
@@ -244,8 +254,9 @@ class Schedule:
         if isinstance(rule, RateRule):
             return rule.interval_ms
         if isinstance(rule, CronRule) and rule.expr.period:
-            start, end, _, _ = _segment(rule.tz, from_ms // 1000)
-            if start <= from_ms // 1000 and to_ms // 1000 < end:
+            from_s, to_s = (from_ms - self._offset_ms) // 1000, (to_ms - self._offset_ms) // 1000
+            start, end, _, _ = _segment(rule.tz, from_s)
+            if start <= from_s and to_s < end:
                 return rule.expr.period * 1000
         return None
 
@@ -265,7 +276,8 @@ class Schedule:
         return schedule_text.describe_window(self._rule.describe(), self._start_ms, self._end_ms)
 
     def spec(self) -> dict[str, Any]:
-        return {
+        """Plain JSON for `from_spec`; the per-job keys only when used, so plain schedules share one spec."""
+        spec = {
             "expression": self.expression,
             "canonical": self.canonical,
             "timezone": self.timezone,
@@ -273,6 +285,11 @@ class Schedule:
             "start_at_ms": self._start_ms,
             "end_at_ms": self._end_ms,
         }
+        if self._hash_key is not None:
+            spec["hash_key"] = self._hash_key
+        if self._offset_ms:
+            spec["offset_ms"] = self._offset_ms
+        return spec
 
 
 def floor_ms(moment: datetime) -> int:
@@ -297,12 +314,14 @@ def _window_ms(moment: datetime | None, field: str) -> int | None:
     return _ceil_ms(moment)
 
 
-def _rule(canonical: str, tz: ZoneInfo, anchor_ms: int) -> Rule:
-    """Build the rule for a canonical expression (cron, rate(...) or at(...))."""
+def _rule(canonical: str, tz: ZoneInfo, anchor_ms: int, hash_key: str | None = None) -> Rule:
+    """Build the rule for a canonical expression (cron, rate(...) or at(...)); H resolved with `hash_key`."""
     if canonical.startswith("rate("):
         return RateRule(canonical, schedule_text.rate_ms(canonical), anchor_ms)
     if canonical.startswith("at("):
         return AtRule(canonical, 1000 * resolve_wall(tz, schedule_text.at_wall_seconds(canonical)), tz.key)
+    if hash_key is not None:
+        canonical = hashing.resolve(canonical, hash_key)
     return _cron_rule(canonical, tz.key)
 
 
@@ -330,6 +349,12 @@ def _check_interval(rule: Rule, minimum: int) -> None:
         raise ScheduleError(f"interval of {interval}s is below the minimum of {minimum}s")
 
 
+def _check_spread(rule: Rule, spread_seconds: int) -> None:
+    interval = _gap_seconds(rule)
+    if interval is not None and spread_seconds > interval:
+        raise ScheduleError(f"must be at most the schedule's shortest interval ({interval} s)", "spread_seconds")
+
+
 def _check_window(schedule: Schedule, rule: Rule, start_ms: int | None, end_ms: int | None) -> None:
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise ScheduleError("end_at must be after start_at", "end_at")
@@ -347,11 +372,14 @@ def parse_schedule(
     end_at: datetime | None = None,
     now: datetime | None = None,
     min_interval_seconds: int = 1,
+    hash_key: str | None = None,
+    spread_seconds: int = 0,
 ) -> Schedule:
     """Validate and parse a schedule; raises ScheduleError naming the field at fault and why.
 
     `anchor` is the instant a rate() counts from (default: start_at, else the Unix epoch);
-    `now` is only used to reject an at() that is already past.
+    `now` is only used to reject an at() that is already past. `hash_key` (the job id) resolves H and
+    derives the offset of `spread_seconds` (docs/schedules.md); both need it.
     """
     if not isinstance(expression, str) or not expression.strip():
         raise ScheduleError("schedule is empty")
@@ -359,25 +387,28 @@ def parse_schedule(
     start_ms, end_ms = _window_ms(start_at, "start_at"), _window_ms(end_at, "end_at")
     anchor_ms = start_ms if anchor is None else _ceil_ms(anchor)
     canonical = schedule_text.canonical(expression)
-    rule = _rule(canonical, tz, anchor_ms or 0)
+    per_job = hashing.per_job(canonical, hash_key, spread_seconds)
+    rule = _rule(canonical, tz, anchor_ms or 0, per_job[1])
     _check_interval(rule, min_interval_seconds)
+    _check_spread(rule, spread_seconds)
     if isinstance(rule, AtRule) and now is not None and rule.at_ms <= floor_ms(now):
         raise ScheduleError("at() time is in the past")
     kept_anchor = anchor_ms if isinstance(rule, RateRule) else None
-    schedule = Schedule(expression, timezone, rule, (kept_anchor, start_ms, end_ms))
+    schedule = Schedule(expression, timezone, rule, (kept_anchor, start_ms, end_ms), per_job)
     _check_window(schedule, rule, start_ms, end_ms)
     return schedule
 
 
 @lru_cache(maxsize=SPEC_CACHE_SIZE)
-def _from_key(key: tuple[str, str, str, int | None, int | None, int | None]) -> Schedule:
-    expression, canonical, zone_name, anchor_ms, start_ms, end_ms = key
-    rule = _rule(canonical, zone(zone_name), anchor_ms or 0)
-    return Schedule(expression, zone_name, rule, (anchor_ms, start_ms, end_ms))
+def _from_key(key: tuple[str, str, str, int | None, int | None, int | None, str | None, int]) -> Schedule:
+    expression, canonical, zone_name, anchor_ms, start_ms, end_ms, hash_key, offset_ms = key
+    rule = _rule(canonical, zone(zone_name), anchor_ms or 0, hash_key)
+    return Schedule(expression, zone_name, rule, (anchor_ms, start_ms, end_ms), (canonical, hash_key, offset_ms))
 
 
 def from_spec(spec: dict[str, Any]) -> Schedule:
-    """Rebuild a schedule from `Schedule.spec()`. Cached: the warm poller calls this for every due job."""
+    """Rebuild a schedule from `Schedule.spec()`. Cached: the warm poller calls this for every due job.
+    A spec written before H and spread existed has neither key: no H, offset 0."""
     try:
         key = (
             spec.get("expression") or spec["canonical"],
@@ -386,6 +417,8 @@ def from_spec(spec: dict[str, Any]) -> Schedule:
             spec.get("anchor_ms"),
             spec.get("start_at_ms"),
             spec.get("end_at_ms"),
+            spec.get("hash_key"),
+            int(spec.get("offset_ms") or 0),
         )
     except (KeyError, TypeError, AttributeError) as exc:
         raise ScheduleError(f"schedule spec is missing its canonical expression: {spec!r}") from exc

@@ -30,6 +30,8 @@ _MONTHS_FULL = (
     "July", "August", "September", "October", "November", "December",
 )
 _ORDINALS = ("first", "second", "third", "fourth", "fifth")
+# A cron whose first field is an H (`H * * * *`, `H/15 ...`, `H(0-29) ...`), not a phrase.
+_HASHED_FIRST = re.compile(r"^h\S*\s")
 _HINT = "use cron ('0 30 9 * * *'), rate(5 minutes), at(2026-12-24T18:00:00) or e.g. 'every day at 09:30'"
 
 
@@ -47,7 +49,7 @@ def canonical(expression: str) -> str:
         return _canonical_rate(lower)
     if lower.startswith("at("):
         return _canonical_at(text)
-    if lower[:1].isalpha():
+    if lower[:1].isalpha() and not _HASHED_FIRST.match(lower):
         return from_phrase(lower)
     return normalize(text)
 
