@@ -77,6 +77,7 @@ class JobRow:
     success: dict[str, Any] | None = None
     key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
     source: str | None = None  # the label of what manages it (a jobs file, a stack)
+    spread_seconds: int = 0
 
 
 @dataclass(frozen=True)

@@ -64,3 +64,17 @@ def test_a_schedule_that_no_longer_parses_raises_every_time() -> None:
     for _ in range(2):
         with pytest.raises(ScheduleError):
             specs.encoded(broken)
+
+
+@pytest.mark.parametrize("changes", [{"schedule": "0 H 9 * * MON-FRI"}, {"spread_seconds": 600}])
+def test_a_spec_with_an_h_or_a_spread_is_each_jobs_own(changes: dict[str, object]) -> None:
+    specs = IndexSpecs()
+    first, second = replace(JOB, **changes), replace(JOB, id="job-2", **changes)
+    assert specs.encoded(first) == encode_spec(scheduling.job_spec(first))
+    assert specs.encoded(second) == encode_spec(scheduling.job_spec(second)) != specs.encoded(first)
+
+
+def test_a_spec_written_before_spread_existed_reads_as_no_offset() -> None:
+    spec = scheduling.job_spec(JOB)
+    assert "offset_ms" not in spec["s"] and "hash_key" not in spec["s"]
+    assert scheduling.schedule_of(spec).next_after(T0) == scheduling.job_schedule(JOB).next_after(T0)

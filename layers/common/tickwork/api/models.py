@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar, cast
+from uuid import UUID
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
@@ -24,6 +25,7 @@ from tickwork.rules.retry import (
     DEFAULT_STRATEGY,
     MAX_DELAY_SECONDS,
 )
+from tickwork.schedule.hashing import MAX_SPREAD_SECONDS
 from tickwork.tenant import bykey
 from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
@@ -151,6 +153,10 @@ BodyContains = Annotated[str, StringConstraints(min_length=1, max_length=success
 CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
     "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed. "
     "At most 10,080 of the schedule's shortest gaps between runs (every second: 10,080 s)."))]
+SpreadSeconds = Annotated[int, Field(ge=0, le=MAX_SPREAD_SECONDS, description=(
+    "Every run is moved later by the job's own offset in [0, spread_seconds], derived from the job id and "
+    "stable across updates, so jobs written for the same instant do not all fire at once. At most the "
+    "schedule's shortest interval."))]
 
 
 class _Strict(BaseModel):
@@ -211,6 +217,7 @@ class JobCreate(_Strict):
     catchup: Catchup = Field(cast(Catchup, DEFAULT_CATCHUP), description=(
         "After an outage: run only the latest slot inside the catch-up window (latest) or every one (all)."))
     catchup_window_seconds: CatchupWindow = DEFAULT_CATCHUP_WINDOW_SECONDS
+    spread_seconds: SpreadSeconds = 0
     tags: Tags = Field(default_factory=list, description=(
         "Up to 20 labels to find the job by (GET /jobs?tag=); a repeated tag is kept once."))
     description: Description = ""
@@ -259,6 +266,7 @@ class JobPatch(_Strict):
     overlap: Unchanged[Overlap] = None
     catchup: Unchanged[Catchup] = None
     catchup_window_seconds: Unchanged[CatchupWindow] = None
+    spread_seconds: Unchanged[SpreadSeconds] = None
     tags: Unchanged[Tags] = Field(None, description="Replaces the whole set; [] removes every tag.")
     description: Unchanged[Description] = None
     notify: NotifySpec | None = None
@@ -275,6 +283,10 @@ class PreviewRequest(_Strict):
     after: Instant | None = Field(None, description="Fire times strictly after this instant; default now.")
     start_at: Instant | None = None
     end_at: Instant | None = None
+    job_id: UUID | None = Field(None, description=(
+        "The job the times are for: H and the spread offset are derived from its id (not looked up; a job "
+        "not created yet has none). Default 00000000-0000-0000-0000-000000000000."))
+    spread_seconds: SpreadSeconds = 0
 
 
 # ---------------------------------------------------------------- API keys

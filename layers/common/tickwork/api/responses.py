@@ -61,6 +61,7 @@ class JobOut(BaseModel):
     overlap: Overlap
     catchup: Catchup
     catchup_window_seconds: int
+    spread_seconds: int = Field(description="Runs are moved later by the job's offset in [0, spread_seconds].")
     tags: list[str]
     description: str
     notify: NotifyOut | None = None
@@ -127,6 +128,8 @@ class PreviewOut(BaseModel):
     timezone: str
     description: str
     fire_times: list[FireTime]
+    hash_key: str = Field(description="The job id H and the spread offset were derived from: job_id, else the default.")
+    offset_seconds: int = Field(description="The spread offset added to every fire time, in seconds.")
 
 
 class NotificationOut(BaseModel):

@@ -27,6 +27,7 @@ from tickwork.api.responses import (
     JobList,
     PreviewOut,
 )
+from tickwork.schedule import hashing
 from tickwork.scope import Scope
 from tickwork.tenant import history, jobs
 from tickwork.tenant.jobs import JobDraft
@@ -131,7 +132,9 @@ def get_execution(execution_id: str, scope: Caller) -> ExecutionDetail:
 @router.post("/schedules/preview", summary="Check a schedule and list its next fire times", tags=["schedules"],
              responses=openapi_responses(200, 400))
 def preview_schedule(preview: PreviewRequest, scope: Caller) -> PreviewOut:
+    hash_key = str(preview.job_id or hashing.PREVIEW_KEY)
     schedule, times = jobs.preview_schedule(
-        scope, preview.schedule, preview.timezone, preview.count, preview.after, preview.start_at, preview.end_at
+        scope, preview.schedule, preview.timezone, preview.count, preview.after, preview.start_at, preview.end_at,
+        (hash_key, preview.spread_seconds),
     )
-    return views.preview_out(schedule, times)
+    return views.preview_out(schedule, times, hash_key)

@@ -43,7 +43,7 @@ def job_out(job: JobRow) -> JobOut:
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
         next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
         catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
-        tags=list(job.tags), description=job.description,
+        spread_seconds=job.spread_seconds, tags=list(job.tags), description=job.description,
         notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
         success=job.success, key=job.key, source=job.source, created_at=_time(job.created_at),
         updated_at=_time(job.updated_at),
@@ -89,11 +89,12 @@ def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
     return ExecutionList(items=items, next_cursor=encode_cursor("executions", page.next_key))
 
 
-def preview_out(schedule: Schedule, times: list[datetime]) -> PreviewOut:
+def preview_out(schedule: Schedule, times: list[datetime], hash_key: str) -> PreviewOut:
     zone = ZoneInfo(schedule.timezone)
     return PreviewOut(
         schedule=schedule.canonical, timezone=schedule.timezone, description=schedule.describe(),
-        fire_times=[FireTime(utc=_time(t), local=local_time(t, zone)) for t in times],
+        fire_times=[FireTime(utc=_time(t), local=local_time(t, zone)) for t in times], hash_key=hash_key,
+        offset_seconds=schedule.offset_seconds,
     )
 
 

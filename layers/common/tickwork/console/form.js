@@ -14,6 +14,8 @@ const FIELDS = [
   ['schedule', 'f-schedule', 'Schedule', () => h('input', { type: 'text', required: true, autocomplete: 'off', spellcheck: 'false' }),
     'cron (5 or 6 fields), rate(5 minutes), at(2030-01-01T09:00:00) or words like "every day at 09:30"'],
   ['timezone', 'f-timezone', 'Time zone', () => h('input', { type: 'text', list: 'zones', autocomplete: 'off', value: 'UTC' })],
+  ['spread_seconds', 'f-spread', 'Spread (seconds)', () => h('input', { type: 'number', min: 0, max: 3600, inputmode: 'numeric', value: '0' }),
+    'each run moves later by this job\'s own offset, 0 up to this many seconds (from its id; the same after edits)'],
   ['request.method', 'f-method', 'Method', () => h('select', {}, METHODS.map((m) => h('option', { value: m }, m)))],
   ['request.url', 'f-url', 'URL', () => h('input', { type: 'url', required: true, spellcheck: 'false' })],
   ['request.headers', 'f-headers', 'Headers', () => h('textarea', { rows: 3, spellcheck: 'false' }),
@@ -31,7 +33,7 @@ const FIELDS = [
   ['start_at', 'f-start', 'Start at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-01-01T00:00:00Z', spellcheck: 'false' })],
   ['end_at', 'f-end', 'End at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-12-31T00:00:00Z', spellcheck: 'false' })],
 ];
-const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds']);
+const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds', 'spread_seconds']);
 
 export async function newJobView(main, view, navigate) {
   renderForm(main, view, null, navigate);
@@ -58,9 +60,9 @@ function renderForm(main, view, job, navigate) {
   const formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
   const submit = h('button', { type: 'submit' }, job ? 'Save changes' : 'Create job');
   const form = h('form', { class: 'job-form', novalidate: true },
-    formError, fields.slice(0, 3), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(3, 8)),
-    h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(8, 14)),
-    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(14)),
+    formError, fields.slice(0, 4), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(4, 9)),
+    h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(9, 15)),
+    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(15)),
     h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
   const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
     .concat(['UTC']).map((z) => h('option', { value: z })));
@@ -75,11 +77,16 @@ function renderForm(main, view, job, navigate) {
     const schedule = controls.get('schedule').value.trim();
     if (!schedule) { replace(preview); return; }
     try {
-      const result = await api('POST', '/schedules/preview', { schedule, timezone: controls.get('timezone').value.trim() || 'UTC', count: 5 });
+      // An edited job's own id: its H and its spread offset are what the preview shows.
+      const spread = Number(controls.get('spread_seconds').value.trim() || '0');
+      const result = await api('POST', '/schedules/preview', { schedule, timezone: controls.get('timezone').value.trim() || 'UTC', count: 5,
+        spread_seconds: spread, ...(job ? { job_id: job.id } : {}) });
       if (ask !== asked || !view.alive) return;
-      errors.clear('schedule'); errors.clear('timezone');
+      errors.clear('schedule'); errors.clear('timezone'); errors.clear('spread_seconds');
+      const example = !job && (spread > 0 || /(^|[\s,])H/i.test(schedule));
       replace(preview, h('p', {}, h('strong', {}, 'Runs '), result.description),
-        h('ol', { class: 'times' }, result.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, `${t.local} in the schedule's zone`)))));
+        h('ol', { class: 'times' }, result.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, `${t.local} in the schedule's zone`)))),
+        example ? h('p', { class: 'muted' }, 'For an example job: H and the spread offset come from the id the job gets when created.') : null);
     } catch (error) {
       if (ask !== asked || !view.alive) return;
       if (error instanceof ApiError && error.status === 400) {
@@ -91,6 +98,7 @@ function renderForm(main, view, job, navigate) {
   const schedulePreview = () => { clearTimeout(pending); pending = setTimeout(refreshPreview, PREVIEW_DELAY_MS); };
   controls.get('schedule').addEventListener('input', schedulePreview);
   controls.get('timezone').addEventListener('input', schedulePreview);
+  controls.get('spread_seconds').addEventListener('input', schedulePreview);
   if (job) refreshPreview();
 
   form.addEventListener('submit', async (event) => {
@@ -159,7 +167,7 @@ function valuesOf(job) {
     'request.body': r.body ?? '', 'request.timeout_seconds': String(r.timeout_seconds),
     'retry.strategy': job.retry.strategy, 'retry.max_attempts': String(job.retry.max_attempts),
     'retry.delay_seconds': String(job.retry.delay_seconds), overlap: job.overlap, catchup: job.catchup,
-    catchup_window_seconds: String(job.catchup_window_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
+    catchup_window_seconds: String(job.catchup_window_seconds), spread_seconds: String(job.spread_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
   };
 }
 

@@ -105,6 +105,7 @@ function settingsList(job) {
   return definitions([
     ['Schedule', [h('span', {}, job.schedule_description), ' ', h('code', {}, job.schedule)]],
     ['Time zone', job.timezone],
+    job.spread_seconds ? ['Spread', `up to ${job.spread_seconds} s (this job's offset is in its next runs)`] : null,
     job.start_at ? ['Starts', absTime(job.start_at)] : null,
     job.end_at ? ['Ends', absTime(job.end_at)] : null,
     ['Request', h('code', { class: 'wrap' }, `${request.method} ${request.url}`)],
@@ -129,7 +130,7 @@ async function nextRuns(job) {
   let preview;
   try {
     preview = await api('POST', '/schedules/preview', { schedule: job.schedule, timezone: job.timezone, count: UPCOMING,
-      start_at: job.start_at, end_at: job.end_at });
+      start_at: job.start_at, end_at: job.end_at, job_id: job.id, spread_seconds: job.spread_seconds });
   } catch (error) {
     if (error instanceof ApiError && error.status === 400) return h('p', { class: 'muted' }, 'No more runs.');
     throw error;

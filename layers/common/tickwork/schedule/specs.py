@@ -19,12 +19,15 @@ StoredJob = Union[JobRow, "IndexRow"]
 # Encoded specs one IndexSpecs keeps before starting afresh: rate() jobs may each have their own.
 SPEC_MEMO_SIZE = 10_000
 ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
+OWN = "own"  # a spec that depends on its job's id (an H, a spread): never shared
 
 
 def job_schedule(job: StoredJob) -> Schedule:
-    """The schedule of a stored job; rates count from start_at, else from the job's creation."""
+    """The schedule of a stored job; rates count from start_at, else from the job's creation. Its H and
+    its spread offset come from the job's id, so every slot computed for the job is already shifted."""
     return parse_schedule(
-        job.schedule, job.timezone, anchor=job.start_at or job.created_at, start_at=job.start_at, end_at=job.end_at
+        job.schedule, job.timezone, anchor=job.start_at or job.created_at, start_at=job.start_at, end_at=job.end_at,
+        hash_key=job.id, spread_seconds=job.spread_seconds,
     )
 
 
@@ -71,8 +74,9 @@ def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
 
 class IndexSpecs:
     """Encoded index specs of stored jobs, each schedule parsed once: a rebuild writes thousands of jobs
-    that share a handful of schedules. Only a rate() depends on its job's own anchor (start_at, else
-    created_at), so rate jobs share a spec only when they share a start_at."""
+    that share a handful of schedules. A rate() depends on its job's own anchor (start_at, else
+    created_at), so rate jobs share a spec only when they share a start_at; an H or a spread depends on
+    the job's id, so such a spec is the job's own."""
 
     def __init__(self) -> None:
         # By schedule, time zone, window, version, policy and tenant: the encoded spec, or ANCHORED for a rate().
@@ -82,12 +86,14 @@ class IndexSpecs:
     def encoded(self, job: StoredJob) -> str:
         """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
         key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
-               job.catchup_window_seconds, job.tenant_id)
+               job.catchup_window_seconds, job.tenant_id, job.spread_seconds)
         found = self._plain.get(key)
         if found is None:
             spec = job_spec(job)
-            found = ANCHORED if spec["s"]["anchor_ms"] is not None else encode_spec(spec)
+            found = _shared(spec) or encode_spec(spec)
             _remember(self._plain, key, found)
+        if found == OWN:
+            return encode_spec(job_spec(job))
         if found != ANCHORED:
             return found
         anchored_key = (*key, job.start_at or job.created_at)
@@ -96,6 +102,14 @@ class IndexSpecs:
             found = encode_spec(job_spec(job))
             _remember(self._anchored, anchored_key, found)
         return found
+
+
+def _shared(spec: dict[str, Any]) -> str | None:
+    """OWN or ANCHORED when other jobs with the same columns would not have this spec, else None."""
+    schedule = spec["s"]
+    if "hash_key" in schedule or "offset_ms" in schedule:
+        return OWN
+    return ANCHORED if schedule["anchor_ms"] is not None else None
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:

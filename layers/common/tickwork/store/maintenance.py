@@ -20,7 +20,8 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # score is computed here, as timeutil.to_ms would (floor to the millisecond): exact, and no datetime
 # for Python to build per job.
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
-                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text")
+                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text,"
+                  " spread_seconds")
 _INDEX_PAGE = f"""
 SELECT {_INDEX_COLUMNS} FROM jobs
  WHERE status = 'active' AND id > %(after)s::uuid
@@ -108,6 +109,7 @@ class IndexRow(NamedTuple):
     catchup: str
     catchup_window_seconds: int
     tenant_id: str
+    spread_seconds: int = 0
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,8 @@ def _keyed(key: str, draft: JobDraft) -> JobDraft:
 def _definition(job: JobRow) -> dict[str, Any]:
     """The job's definition (what a PUT sets) flattened to dotted paths."""
     flat: dict[str, Any] = {"name": job.name, "schedule": job.schedule, "timezone": job.timezone,
-                            "start_at": rfc3339(job.start_at), "end_at": rfc3339(job.end_at)}
+                            "start_at": rfc3339(job.start_at), "end_at": rfc3339(job.end_at),
+                            "spread_seconds": job.spread_seconds}
     request = job.request
     flat.update({f"request.{name}": value for name, value in request.items() if name != "headers"})
     flat.update({f"request.headers.{name}": value for name, value in (request.get("headers") or {}).items()})

@@ -18,6 +18,7 @@ from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
+from tickwork.schedule import hashing
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
@@ -40,7 +41,7 @@ _RESERVED_HEADERS = frozenset(
      "proxy-connection"}
 )
 _RESERVED_PREFIX = "tickwork-"
-_TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at")
+_TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "spread_seconds")
 # Fields a PATCH replaces as given (pydantic has already checked them).
 _PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description", "pause_after_failures",
                  "success", "source")
@@ -69,6 +70,7 @@ class JobDraft:
     success: dict[str, Any] | None = None
     key: str | None = None
     source: str | None = None
+    spread_seconds: int = 0
 
 
 # ---------------------------------------------------------------- jobs
@@ -86,17 +88,19 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
 
 def new_job(scope: Scope, draft: JobDraft) -> JobRow:
     """The job a create would store (its sensitive headers not sealed yet), checked; nothing is written."""
-    schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now)
+    job_id = str(uuid.uuid4())  # first: the schedule's H and spread offset are derived from it
+    schedule = _parse(scope, draft.schedule, draft.timezone, draft.start_at, draft.end_at, draft.start_at or scope.now,
+                      (job_id, draft.spread_seconds))
     _check_catchup_window(schedule, draft.catchup_window_seconds)
     job = JobRow(
-        id=str(uuid.uuid4()), tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
+        id=job_id, tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
         request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status="active",
         next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
         catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
         description=draft.description,
         notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
-        success=draft.success, key=draft.key, source=draft.source,
+        success=draft.success, key=draft.key, source=draft.source, spread_seconds=draft.spread_seconds,
     )
     return replace(job, next_run_at=_require_run(job, scope.now))
 
@@ -159,10 +163,12 @@ def upcoming_runs(job: JobRow, count: int) -> list[datetime]:
 
 def preview_schedule(
     scope: Scope, expression: str, timezone: str, count: int, after: datetime | None,
-    start_at: datetime | None = None, end_at: datetime | None = None,
+    start_at: datetime | None = None, end_at: datetime | None = None, per_job: tuple[str, int] | None = None,
 ) -> tuple[Schedule, list[datetime]]:
-    """What a job created now with this schedule would do: its canonical form and next `count` runs."""
-    schedule = _parse(scope, expression, timezone, start_at, end_at, start_at or scope.now)
+    """What a job created now with this schedule would do: its canonical form and next `count` runs.
+    `per_job`: (job id, spread_seconds) for its H and spread; default the fixed preview key, no spread."""
+    schedule = _parse(scope, expression, timezone, start_at, end_at, start_at or scope.now,
+                      per_job or (hashing.PREVIEW_KEY, 0))
     return schedule, schedule.preview(after or scope.now, count)
 
 
@@ -282,9 +288,10 @@ def _kept_sealed(scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str])
 def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     timing = {name: changes.get(name, getattr(job, name)) for name in _TIMING_FIELDS}
     anchor = timing["start_at"] or job.created_at
-    schedule = _parse(scope, timing["schedule"], timing["timezone"], timing["start_at"], timing["end_at"], anchor)
+    schedule = _parse(scope, timing["schedule"], timing["timezone"], timing["start_at"], timing["end_at"], anchor,
+                      (job.id, timing["spread_seconds"]))
     moved = replace(job, schedule=schedule.canonical, timezone=schedule.timezone, start_at=timing["start_at"],
-                    end_at=timing["end_at"])
+                    end_at=timing["end_at"], spread_seconds=timing["spread_seconds"])
     if _timing(moved) == _timing(job):
         return job
     moved = replace(moved, version=job.version + 1)
@@ -331,17 +338,18 @@ def _indexed(job: JobRow) -> tuple[Any, ...]:
 
 
 def _timing(job: JobRow) -> tuple[Any, ...]:
-    return job.schedule, job.timezone, job.start_at, job.end_at
+    return job.schedule, job.timezone, job.start_at, job.end_at, job.spread_seconds
 
 
 def _parse(
     scope: Scope, expression: str, timezone: str, start_at: datetime | None, end_at: datetime | None,
-    anchor: datetime,
+    anchor: datetime, per_job: tuple[str, int],
 ) -> Schedule:
-    """`anchor` must be what `scheduling.job_schedule` will use for the stored job: start_at, else created_at."""
+    """`anchor` must be what `scheduling.job_schedule` will use for the stored job: start_at, else created_at;
+    `per_job` its (id, spread_seconds)."""
     return parse_schedule(
         expression, timezone, anchor=anchor, start_at=start_at, end_at=end_at, now=scope.now,
-        min_interval_seconds=scope.settings.min_interval_seconds,
+        min_interval_seconds=scope.settings.min_interval_seconds, hash_key=per_job[0], spread_seconds=per_job[1],
     )
 
 

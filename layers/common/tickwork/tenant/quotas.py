@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from tickwork.errors import QuotaExceededError
 from tickwork.models import JobRow
+from tickwork.schedule import hashing
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.schedule.specs import job_schedule
 from tickwork.settings import Settings
@@ -61,7 +62,9 @@ def runs_per_minute(schedule: Schedule) -> int:
 
 @lru_cache(maxsize=4096)
 def _peak(canonical: str, zone_name: str) -> int:
-    schedule = parse_schedule(canonical, zone_name)
+    # Counted by schedule text, not per job: an H is read with the preview key, whose runs a minute are
+    # those of any job's but for an uneven step (H/7 seconds: 8 or 9 a minute). A spread shifts, never adds.
+    schedule = parse_schedule(canonical, zone_name, hash_key=hashing.PREVIEW_KEY)
     if min_gap_seconds(schedule) is None:
         return 1
     first = schedule.next_after(_REFERENCE - timedelta(microseconds=1))
