@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import Target
 from tests.integration.helpers import free_port, start_process, stop_process
 from tests.support import wait_for
+from tickwork.schedule import hashing
 from tickwork.settings import Settings
 from tickwork.timeutil import parse_rfc3339
 from tickwork_local.runtime import LocalRuntime
@@ -126,3 +127,33 @@ def test_the_command_serves_keeps_its_key_and_exits_cleanly(settings: Settings, 
     process, _, key_again = start_process(settings, tmp_path, port)
     assert stop_process(process, signal.SIGTERM) == 0
     assert key_again == key
+
+
+def test_a_spread_job_is_sent_at_its_shifted_second(runtime: LocalRuntime, target: Target) -> None:
+    """spread_seconds end to end: the target receives each run at the slot moved by the job's own offset."""
+    job, offset = spread_job(runtime, target, spread_seconds=4)
+    status, detail = call(runtime, "GET", f"/jobs/{job['id']}")
+    assert status == 200 and all(parse_rfc3339(t).timestamp() % 5 == offset for t in detail["next_fire_times"])
+
+    path = f"/hook/{job['name']}"  # the jobs given up on (offset 0) were sent elsewhere
+    assert wait_for(lambda: len([r for r in target.requests if r["path"] == path]) >= 2, timeout=WAIT_SECONDS)
+    for request in [r for r in target.requests if r["path"] == path]:
+        slot = request["headers"].get("Tickwork-Scheduled-For", "")
+        scheduled = parse_rfc3339(slot).timestamp()
+        assert scheduled % 5 == offset, f"{slot} is not {offset} s past a multiple of 5 s"
+        assert 0 <= request["at"] - scheduled < LATE_SECONDS, f"arrived {request['at'] - scheduled:.3f}s after {slot}"
+
+
+def spread_job(runtime: LocalRuntime, target: Target, spread_seconds: int) -> tuple[dict[str, Any], int]:
+    """A job every 5 s whose offset (from its id, which the API picks) is not 0, so the shift shows."""
+    for attempt in range(20):
+        status, job = call(runtime, "POST", "/jobs", {
+            "name": f"spread-{attempt}", "schedule": "*/5 * * * * *", "spread_seconds": spread_seconds,
+            "request": {"method": "POST", "url": f"{target.url}/hook/spread-{attempt}"},
+        })
+        assert status == 201, job
+        offset = hashing.spread_offset_seconds(job["id"], spread_seconds)
+        if offset:
+            return job, offset
+        assert call(runtime, "DELETE", f"/jobs/{job['id']}")[0] == 204
+    raise AssertionError("20 job ids in a row with offset 0")

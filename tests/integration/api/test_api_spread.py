@@ -11,10 +11,12 @@ from croniter import croniter
 
 from tests.integration.api.test_api import PINNED, indexed_spec, ms, pinned
 from tests.integration.api_client import Api, job_body
+from tests.integration.helpers import executions
 from tests.support import score_of
+from tickwork.dispatch.poller import Poller
 from tickwork.dueindex.entries import job_member
 from tickwork.schedule import hashing
-from tickwork.timeutil import parse_rfc3339
+from tickwork.timeutil import parse_rfc3339, to_ms
 from tickwork.wiring import Services
 
 
@@ -129,3 +131,24 @@ def test_the_preview_without_a_job_uses_the_documented_key_and_says_so(api: Api)
     assert (reply.body["hash_key"], reply.body["offset_seconds"]) == (hashing.PREVIEW_KEY, 0)
     bad = api.call("POST", "/schedules/preview", {"schedule": "H * * * *", "job_id": "not-a-uuid"})
     assert bad.status == 400 and bad.body["error"]["field"] == "job_id"
+
+
+def test_the_poller_records_and_dispatches_the_shifted_slot_even_after_an_index_rebuild(
+    api: Api, services: Services, invoker: Any,
+) -> None:
+    """The slot's scheduled_for (the execution's unique key) is the shifted instant, and a rebuild of the index
+    from Postgres (the IndexRow path) gives the job the same shifted spec."""
+    at = pinned()
+    job = api.create(schedule="H/15 * * * *", timezone="UTC", spread_seconds=600)
+    slot, following = times(job["next_fire_times"])[:2]
+    Poller(services).tick(to_ms(slot) + 50)
+    assert [r[1] for r in executions(services, job["id"])] == [slot]
+    assert [d.fire_at_ms for d in invoker.dispatches] == [to_ms(slot)]
+    assert score_of(api.index, job_member(job["id"])) == to_ms(following)
+
+    for key in services.redis.scan_iter(match="{" + services.settings.namespace + "}:*"):
+        services.redis.delete(key)
+    result = Poller(services).tick(to_ms(following) + 50)
+    assert result.rebuilt and [r[1] for r in executions(services, job["id"])] == [slot, following]
+    assert score_of(api.index, job_member(job["id"])) == to_ms(times(job["next_fire_times"])[2])
+    assert slot > at and (following - slot) == timedelta(minutes=15)
