@@ -260,3 +260,14 @@ def test_concurrent_puts_of_a_new_key_make_one_job(api: Api, services: Any, db: 
         live = db.execute("SELECT count(*) FROM jobs WHERE tenant_id = %s AND key = %s AND status <> 'deleted'",
                           (api.tenant_id, key)).fetchone()[0]
         assert live == 1
+
+
+def test_spread_is_part_of_the_definition(api: Api) -> None:
+    hourly = job_body(schedule="0 0 * * * *")
+    job = api.call("PUT", "/jobs/by-key/spread", hourly).body
+    spread = {**hourly, "spread_seconds": 600}
+    plan = api.call("POST", "/jobs/by-key/spread/plan", spread).body
+    assert [(c["field"], c["old"], c["new"]) for c in plan["changes"]] == [("spread_seconds", 0, 600)]
+    moved = api.call("PUT", "/jobs/by-key/spread", spread).body
+    assert (moved["spread_seconds"], moved["version"]) == (600, job["version"] + 1)
+    assert api.call("POST", "/jobs/by-key/spread/plan", spread).body["action"] == "unchanged"
