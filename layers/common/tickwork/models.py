@@ -97,6 +97,14 @@ class StartedExecution:
     success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
+    # A replayed run (tickwork.rules.replay): the attempt count its latest replay started from, and how many
+    # times it was replayed. The retry policy counts attempts from replay_base.
+    replay_base: int = 0
+    replay_count: int = 0
+
+    @property
+    def replayed(self) -> bool:
+        return self.replay_count > 0
 
     @property
     def watched(self) -> bool:

@@ -54,6 +54,9 @@ DEFAULT_MAX_HISTORY_ROWS = 1_000_000
 # answering within 5 s, and half an account's default 1,000 concurrent executions, so one tenant whose
 # targets hang (6,000 runs a minute at 120 s is ~12,000) cannot throttle everyone's executors and ticks.
 DEFAULT_MAX_RUNS_IN_FLIGHT = 500
+# Replayed runs (POST /jobs/{id}/replay) one tenant sends a second: a week of an every-minute job's failures
+# (10,080) goes out in 17 minutes instead of at once, a tenth of the default quota's 100 runs a second.
+DEFAULT_REPLAY_PER_SECOND = 10
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
@@ -135,6 +138,7 @@ class Settings:
     max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
     max_history_rows: int = DEFAULT_MAX_HISTORY_ROWS
     max_runs_in_flight: int = DEFAULT_MAX_RUNS_IN_FLIGHT
+    replay_per_second: int = DEFAULT_REPLAY_PER_SECOND
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     tenant_rate_limit_per_second: int = DEFAULT_TENANT_RATE_LIMIT_PER_SECOND
@@ -202,6 +206,7 @@ class Settings:
             max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
             max_history_rows=_bounded(env, "TICKWORK_MAX_HISTORY_ROWS", DEFAULT_MAX_HISTORY_ROWS, low=0),
             max_runs_in_flight=_bounded(env, "TICKWORK_MAX_RUNS_IN_FLIGHT", DEFAULT_MAX_RUNS_IN_FLIGHT),
+            replay_per_second=_bounded(env, "TICKWORK_REPLAY_PER_SECOND", DEFAULT_REPLAY_PER_SECOND, high=1000),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
             tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",

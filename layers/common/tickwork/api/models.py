@@ -14,7 +14,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, 
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.http.targets import MAX_URL_LENGTH
 from tickwork.notifications.events import ON_CHOICES
-from tickwork.rules import success
+from tickwork.rules import replay, success
 from tickwork.rules.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
 from tickwork.rules.retry import (
     DEFAULT_DELAY_SECONDS,
@@ -287,6 +287,19 @@ class PreviewRequest(_Strict):
         "The job the times are for: H and the spread offset are derived from its id (not looked up; a job "
         "not created yet has none). Default 00000000-0000-0000-0000-000000000000."))
     spread_seconds: SpreadSeconds = 0
+
+
+ReplayStatus = Literal["failed", "lost", "missed", "skipped"]
+
+
+class ReplayRequest(_Strict):
+    since: Instant = Field(description="Runs whose slot is at or after this time.")
+    until: Instant = Field(description=f"Runs whose slot is before this time: later than since, at most "
+                                       f"{replay.MAX_WINDOW.days} days after it, holding at most {replay.MAX_RUNS} "
+                                       "runs to replay.")
+    statuses: list[ReplayStatus] = Field(list(replay.DEFAULT_STATUSES), min_length=1, max_length=4,
+                                         description="Runs in any of these states are replayed.")
+    dry_run: bool = Field(False, description="Count and list the runs, and when they would go; change nothing.")
 
 
 # ---------------------------------------------------------------- API keys

@@ -97,6 +97,8 @@ class ExecutionOut(BaseModel):
     finished_at: Timestamp | None
     last_error: str | None
     missed_count: int | None = Field(None, description="For a missed run: how many slots it stands for.")
+    replay_count: int = Field(0, description="How many times the run was replayed (POST /executions/{id}/replay).")
+    replayed_at: Timestamp | None = Field(None, description="When it was last replayed; null if never.")
 
 
 class AttemptOut(BaseModel):
@@ -116,6 +118,15 @@ class ExecutionDetail(ExecutionOut):
 class ExecutionList(BaseModel):
     items: list[ExecutionOut]
     next_cursor: str | None
+
+
+class ReplayOut(BaseModel):
+    count: int = Field(description="The runs replayed (with dry_run: that would be).")
+    execution_ids: list[str] = Field(description="Their ids in slot order: the first 1,000 of them.")
+    execution_ids_truncated: bool = Field(description="More runs were replayed than execution_ids lists.")
+    first_at: Timestamp | None = Field(description="When the first of them is sent; null when there are none.")
+    last_at: Timestamp | None = Field(description="When the last one is sent (the tenant's replay pace).")
+    dry_run: bool
 
 
 class FireTime(BaseModel):

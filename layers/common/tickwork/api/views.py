@@ -17,6 +17,7 @@ from tickwork.api.responses import (
     JobList,
     JobOut,
     PreviewOut,
+    ReplayOut,
     RequestOut,
     RetryOut,
 )
@@ -24,7 +25,9 @@ from tickwork.models import JobRow
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.specs import job_schedule
 from tickwork.store.history import AttemptRow, ExecutionRow
+from tickwork.rules.replay import MAX_IDS_LISTED
 from tickwork.tenant import jobs
+from tickwork.tenant.replays import Replayed
 from tickwork.timeutil import rfc3339
 
 UPCOMING_RUNS = 5
@@ -69,6 +72,7 @@ def execution_out(execution: ExecutionRow) -> ExecutionOut:
         next_attempt_at=rfc3339(execution.next_attempt_at), created_at=_time(execution.created_at),
         started_at=rfc3339(execution.started_at), finished_at=rfc3339(execution.finished_at),
         last_error=execution.last_error, missed_count=execution.missed_count,
+        replay_count=execution.replay_count, replayed_at=rfc3339(execution.replayed_at),
     )
 
 
@@ -87,6 +91,12 @@ def execution_detail(execution: ExecutionRow, attempts: list[AttemptRow]) -> Exe
 def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
     items = [execution_out(execution) for execution in page.items]
     return ExecutionList(items=items, next_cursor=encode_cursor("executions", page.next_key))
+
+
+def replay_out(done: Replayed) -> ReplayOut:
+    return ReplayOut(count=done.count, execution_ids=done.execution_ids,
+                     execution_ids_truncated=done.count > MAX_IDS_LISTED, first_at=rfc3339(done.first_at),
+                     last_at=rfc3339(done.last_at), dry_run=done.dry_run)
 
 
 def preview_out(schedule: Schedule, times: list[datetime], hash_key: str) -> PreviewOut:

@@ -33,7 +33,7 @@ from tickwork.dueindex.reconcile import StepLimits, rebuild_index, rewind_unreco
 from tickwork.http.delivery import request_timeout_seconds
 from tickwork.models import Dispatch
 from tickwork.notifications import sweep
-from tickwork.rules import retry
+from tickwork.rules import replay, retry
 from tickwork.runs import bounds, ends
 from tickwork.secrets import vault
 from tickwork.settings import Settings
@@ -194,7 +194,8 @@ def judge_running(
     record = executions_store.AttemptRecord(
         run.attempt, run.started_at, elapsed_ms, None, None, f"lost: executor did not report within {limit:g} s")
     # The request may have been sent: a retry repeats it under the same run id, as after a timeout.
-    decision = retry.decide(retry.RetryPolicy.from_dict(run.retry), run.attempt, False, True, now, random=uniform)
+    decision = retry.decide(retry.RetryPolicy.from_dict(run.retry), replay.replay_attempt(run.attempt, run.replay_base),
+                            False, True, now, random=uniform)
     return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
 
 
@@ -213,7 +214,9 @@ def _bounded_retries(
 ) -> list[tuple[store.RunningAttempt, LostAttempt]]:
     """bound_retry for a page of lost attempts: one read of the jobs of those that retry."""
     return bounds.bounded(lambda: contextlib.nullcontext(conn), judged,
-                          lambda item: bounds.Retrying(item[0].execution_id, item[0].job_id, item[0].scheduled_for,
+                          lambda item: bounds.Retrying(item[0].execution_id, item[0].job_id,
+                                                       replay.retry_origin(item[0].scheduled_for, item[0].started_at,
+                                                                           item[0].replayed),
                                                        item[0].retry, item[1].decision),
                           lambda item, limit: (item[0], bound_retry(item[0], item[1], limit)))
 

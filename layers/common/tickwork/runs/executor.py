@@ -29,7 +29,7 @@ from tickwork.http.targets import check_port, resolve_public_addresses, validate
 from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
-from tickwork.rules import retry, success
+from tickwork.rules import replay, retry, success
 from tickwork.runs import bounds, ends
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
@@ -208,7 +208,7 @@ class Executor:
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
         decided = [self._decide(result, now) for result in results]
         decided = bounds.bounded(self.svc.db.connection, decided,
-                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, d.run.scheduled_for, d.run.retry,
+                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, _retry_origin(d.run), d.run.retry,
                                                            d.decision),
                                  lambda d, limit: replace(d, decision=retry.within(
                                      retry.RetryPolicy.from_dict(d.run.retry), d.decision, limit)))
@@ -241,7 +241,7 @@ class Executor:
         for d in decided:
             statuses[d.run.id] = d.decision.status if d.run.id in kept else "superseded"
             _log(d)
-        metrics.record_attempts([(d.decision.status, _lag_ms(d.run, d.sent_at) if d.run.attempt == 1 else None,
+        metrics.record_attempts([(d.decision.status, _lag_ms(d.run, d.sent_at) if _first(d.run) else None,
                                   d.outcome.duration_ms) for d in decided])
         return statuses
 
@@ -249,8 +249,8 @@ class Executor:
         """The outcome as the job's success rules judge it, and what comes next."""
         run, outcome = result.run, success.judge(result.run.success, result.outcome)
         policy = retry.RetryPolicy.from_dict(run.retry)
-        decision = retry.decide(policy, run.attempt, outcome.succeeded, outcome.retryable, now,
-                                outcome.retry_after_seconds, self.uniform)
+        decision = retry.decide(policy, replay.replay_attempt(run.attempt, run.replay_base), outcome.succeeded,
+                                outcome.retryable, now, outcome.retry_after_seconds, self.uniform)
         return Decided(run, result.sent_at, outcome, decision)
 
     def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted) -> None:
@@ -271,11 +271,20 @@ def _lag_ms(run: StartedExecution, sent_at: datetime) -> int:
     return to_ms(sent_at) - to_ms(run.scheduled_for)
 
 
+def _first(run: StartedExecution) -> bool:
+    """A first attempt sent for its slot, whose lag is the FireLag: not a replay's (sent when asked for)."""
+    return run.attempt == 1 and not run.replayed
+
+
+def _retry_origin(run: StartedExecution) -> datetime | None:
+    return replay.retry_origin(run.scheduled_for, run.attempt_started_at, run.replayed)
+
+
 def _log(d: Decided) -> None:
     logger.info("attempt finished", extra={
         "execution_id": d.run.id, "job_id": d.run.job_id, "attempt": d.run.attempt, "status": d.decision.status,
         "status_code": d.outcome.status_code, "duration_ms": d.outcome.duration_ms, "error": d.outcome.error,
-        "lag_ms": _lag_ms(d.run, d.sent_at),
+        "lag_ms": _lag_ms(d.run, d.sent_at), **({"replay_count": d.run.replay_count} if d.run.replayed else {}),
     })
 
 

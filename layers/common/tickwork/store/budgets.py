@@ -11,16 +11,18 @@ from tickwork.rules.budget import HeldBack
 from tickwork.timeutil import to_ms
 
 # Each dispatched attempt's run, if it still waits for that attempt: its tenant, the tenant's override of
-# max_runs_in_flight, and, for a first run of a slot held back before, what its job's catch-up policy needs
+# max_runs_in_flight, and, for a first run of a slot held back before (not a replay: asked for by hand, it
+# waits like a manual run), what its job's catch-up policy needs
 # (whether a later slot is recorded: one primary-key range probe, only for such runs).
 _RUNS = """
 SELECT e.id::text, r.attempt, e.tenant_id::text, t.max_runs_in_flight, e.scheduled_for, e.delayed_at, j.catchup,
        j.catchup_window_seconds,
-       CASE WHEN e.delayed_at IS NOT NULL AND e.trigger = 'schedule' AND r.attempt = 1 AND j.catchup = 'latest'
+       CASE WHEN e.delayed_at IS NOT NULL AND e.trigger = 'schedule' AND e.replay_count = 0 AND r.attempt = 1
+                 AND j.catchup = 'latest'
             THEN EXISTS (SELECT 1 FROM executions n WHERE n.job_id = e.job_id AND n.scheduled_for > e.scheduled_for
                             AND n.trigger = 'schedule' AND n.status <> 'missed')
             ELSE false END,
-       e.delayed_at IS NOT NULL AND e.trigger = 'schedule' AND r.attempt = 1
+       e.delayed_at IS NOT NULL AND e.trigger = 'schedule' AND e.replay_count = 0 AND r.attempt = 1
   FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS r(id, attempt)
   JOIN executions e ON e.id = r.id JOIN jobs j ON j.id = e.job_id JOIN tenants t ON t.id = e.tenant_id
  WHERE e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1

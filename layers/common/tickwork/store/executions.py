@@ -159,8 +159,9 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 
 
 # The runs a job no longer makes (executions e of jobs j): every run of a deleted job, and the scheduled
-# runs of a paused one. A manual run is outside the schedule: it goes ahead paused or not, retries included.
-_STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule'))"
+# runs of a paused one. A manual run is outside the schedule: it goes ahead paused or not, retries included;
+# so does a replayed run (tickwork.rules.replay), asked for by hand as a manual run is.
+_STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule' AND e.replay_count = 0))"
 _PENDING = ("queued", "waiting", "retrying")
 
 
@@ -173,7 +174,8 @@ def stopped_note(job_status: str) -> str:
 
 
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
-# overlapping runs (and retries, which continue a run already started) start here. The executor may
+# overlapping runs (and retries, which continue a run already started, and replays, which send an ended
+# run again outside the schedule) start here. The executor may
 # start a run up to the lookahead before its instant: the times recorded are when it is sent, not earlier.
 # A run its job no longer makes (a retry queued before a pause, say) is skipped instead, in the same statement.
 _START = f"""
@@ -194,18 +196,19 @@ UPDATE executions e
   FROM asked r, jobs j
  WHERE e.id = r.id AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
-   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1) AND NOT {_STOPPED}
+   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1 OR e.replay_count > 0) AND NOT {_STOPPED}
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures
+          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count
 """
 
 
 def skip_scheduled(conn: Any, job_id: str, at: datetime) -> None:
-    """A job being paused: its scheduled runs not started yet (retries included) are skipped with the reason.
-    Call in the transaction that pauses it (its row locked): the poller records no new run meanwhile."""
+    """A job being paused: its scheduled runs not started yet (retries included) are skipped with the reason;
+    replayed ones go ahead, as manual runs do. Call in the transaction that pauses it (its row locked): the
+    poller records no new run meanwhile."""
     conn.execute(
         "UPDATE executions SET status = 'skipped', last_error = %s, next_attempt_at = NULL, finished_at = %s"
-        " WHERE job_id = %s AND trigger = 'schedule' AND status = ANY(%s)",
+        " WHERE job_id = %s AND trigger = 'schedule' AND replay_count = 0 AND status = ANY(%s)",
         (stopped_note("paused"), at, job_id, list(_PENDING)),
     )
 
@@ -221,8 +224,11 @@ def stopped_runs(conn: Any, execution_ids: Sequence[str]) -> dict[str, str]:
     return dict(rows)
 
 
+# A replayed run holds the job's overlap only while its attempt is in flight: one waiting for its turn in
+# the tenant's replay pace (maybe many minutes ahead) or for its retry does not hold back the schedule.
 _IN_PROGRESS = """
-SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s AND status IN ('running', 'retrying'))
+SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s
+                  AND (status = 'running' OR (status = 'retrying' AND replay_count = 0)))
 """
 
 _SKIPPED_BUSY = "skipped: the previous run was still in progress (overlap skip)"

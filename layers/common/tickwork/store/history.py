@@ -14,7 +14,7 @@ RESPONSE_PREVIEW_CHARS = 1024
 
 _EXECUTION_COLUMNS = (
     "id::text, job_id::text, scheduled_for, trigger, status, attempt_count, next_attempt_at, created_at,"
-    " started_at, finished_at, last_error, missed_count"
+    " started_at, finished_at, last_error, missed_count, replay_count, replayed_at"
 )
 
 
@@ -32,6 +32,8 @@ class ExecutionRow:
     finished_at: datetime | None
     last_error: str | None
     missed_count: int | None = None
+    replay_count: int = 0
+    replayed_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -50,19 +50,22 @@ SELECT id::text, next_run_at FROM jobs
 """
 
 # Runs waiting for a dispatch that may have been lost: queued for a while, or a retry that is overdue
-# (or still ahead, in case the index lost it). Retries due right now are being dispatched: left alone.
+# (or still ahead, in case the index lost it). Retries due right now are being dispatched: left alone. A
+# replayed run that was never attempted is `queued` with its due time (the tenant's replay pace): timed
+# like a retry, not by its (old) creation.
 _AWAITING_DISPATCH = """
 SELECT id::text, attempt_count + 1, next_attempt_at FROM executions
  WHERE status IN ('queued', 'retrying') AND id > %(after)s::uuid
-   AND ((status = 'queued' AND created_at < %(stale)s)
-        OR (status = 'retrying' AND (next_attempt_at < %(stale)s OR next_attempt_at > %(ahead)s)))
+   AND ((status = 'queued' AND next_attempt_at IS NULL AND created_at < %(stale)s)
+        OR ((status = 'retrying' OR next_attempt_at IS NOT NULL)
+            AND (next_attempt_at < %(stale)s OR next_attempt_at > %(ahead)s)))
  ORDER BY executions.id LIMIT %(limit)s
 """
 
 # Attempts running since before `before`; the caller compares each with its own request timeout.
 _LONG_RUNNING = """
 SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at), j.request, j.retry,
-       e.job_id::text, e.scheduled_for
+       e.job_id::text, e.scheduled_for, e.replay_base, e.replay_count > 0
   FROM executions e JOIN jobs j ON j.id = e.job_id
  WHERE e.status = 'running' AND coalesce(e.attempt_started_at, e.started_at) < %(before)s
    AND e.id > %(after)s::uuid
@@ -128,6 +131,8 @@ class RunningAttempt:
     retry: dict[str, Any]
     job_id: str = ""
     scheduled_for: datetime | None = None  # the run's slot: its job's next slot after it bounds a retry
+    replay_base: int = 0  # the attempt count its latest replay started from (tickwork.rules.replay)
+    replayed: bool = False
 
 
 def _pages(conn: Any, sql: str, params: dict[str, Any], batch: int, max_pages: int | None) -> Iterator[list[Any]]:

@@ -5,7 +5,8 @@ from datetime import datetime
 from typing import Any
 
 # The first attempt's send time minus its slot, for runs the schedule made: a manual run's "slot" is the
-# moment it was asked for, which says nothing about how punctually the scheduler fires. Clamped at 0 as
+# moment it was asked for, which says nothing about how punctually the scheduler fires; a replayed run's
+# first attempt may be its replay's (a missed slot's), sent when asked for: left out too. Clamped at 0 as
 # the FireLag metric is (an executor sends at the slot, never before; a negative value is clock skew).
 _FIRE_LAG = """
 SELECT count(*), percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY lag_ms)
@@ -13,7 +14,7 @@ FROM (
     SELECT greatest(extract(epoch FROM a.started_at - e.scheduled_for) * 1000, 0) AS lag_ms
     FROM executions e JOIN attempts a ON a.execution_id = e.id AND a.number = 1
     WHERE e.tenant_id = %(tenant_id)s AND e.scheduled_for >= %(since)s AND e.scheduled_for < %(until)s
-      AND e.trigger = 'schedule'
+      AND e.trigger = 'schedule' AND e.replay_count = 0
 ) lags
 """
 

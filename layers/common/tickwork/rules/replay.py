@@ -1,0 +1,69 @@
+"""Replaying runs, decided without I/O: which runs may be sent again, which windows a batch may cover, and
+when each run of a batch goes (the tenant's pace, TICKWORK_REPLAY_PER_SECOND).
+
+A replay sends a run again as the same run (same execution row, same Tickwork-Run-Id and webhook-id), with
+attempts numbered after its old ones; the job's retry policy counts the replay's attempts only.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+# A run that ended without succeeding (failed, lost) is sent again; a slot that never ran (missed, skipped)
+# gets its run. Succeeded runs and runs still in progress are refused (409).
+REPLAYABLE = ("failed", "lost", "missed", "skipped")
+DEFAULT_STATUSES = ("failed", "lost", "missed")
+# One request's window: a month of history (retention keeps 30 days by default)...
+MAX_WINDOW = timedelta(days=31)
+# ...and at most this many runs: a week of an every-minute job (10,080) fits; more is replayed window by window.
+MAX_RUNS = 10_000
+# The ids an answer lists; its count is always whole.
+MAX_IDS_LISTED = 1_000
+
+
+def window_problem(since: datetime, until: datetime) -> str | None:
+    """Why [since, until) cannot be replayed in one request (the fault is `until`'s); None if it can."""
+    if until <= since:
+        return "must be later than since"
+    if until - since > MAX_WINDOW:
+        return f"the window may span at most {MAX_WINDOW.days} days from since; replay a longer one in parts"
+    return None
+
+
+def too_many(count: int, last_slot: datetime) -> str:
+    """Why a window holding more than MAX_RUNS runs to replay is refused, with where a window that fits ends."""
+    return (f"the window holds more than {MAX_RUNS} runs to replay; end it at or before {last_slot.isoformat()}"
+            " and replay the rest in another request")
+
+
+def refusal(status: str) -> str | None:
+    """Why a run in `status` cannot be replayed (a 409); None if it can."""
+    if status in REPLAYABLE:
+        return None
+    if status == "succeeded":
+        return "this run succeeded: only a failed, lost, missed or skipped run can be replayed"
+    return f"this run is still in progress ({status}): only a run that has ended can be replayed"
+
+
+def gap(per_second: int) -> timedelta:
+    """The time between two replayed runs of one tenant."""
+    return timedelta(seconds=1 / per_second)
+
+
+def instants(start: datetime, count: int, per_second: int) -> list[datetime]:
+    """When each of `count` runs replayed from `start` goes, in slot order: 1/per_second apart."""
+    step = gap(per_second)
+    return [start + step * i for i in range(count)]
+
+
+def replay_attempt(attempt: int, replay_base: int) -> int:
+    """An attempt's number as the retry policy counts it: from 1 again after a replay (attempts 4, 5, 6 of a
+    run replayed after 3 are the replay's 1, 2, 3)."""
+    return max(attempt - replay_base, 1)
+
+
+def retry_origin(slot: datetime | None, attempt_started_at: datetime | None, replayed: bool) -> datetime | None:
+    """What a retry is bounded from (its job's next slot after it, tickwork.runs.bounds): the run's slot, or for
+    a replayed run, sent long after its slot, when its attempt started."""
+    if not replayed or attempt_started_at is None:
+        return slot
+    return attempt_started_at if slot is None else max(slot, attempt_started_at)
