@@ -9,7 +9,16 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar, cast
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+)
 
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.http.targets import MAX_URL_LENGTH
@@ -299,7 +308,7 @@ class ReplayRequest(_Strict):
                                        "runs to replay.")
     statuses: list[ReplayStatus] = Field(list(replay.DEFAULT_STATUSES), min_length=1, max_length=4,
                                          description="Runs in any of these states are replayed.")
-    dry_run: bool = Field(False, description="Count and list the runs, and when they would go; change nothing.")
+    dry_run: StrictBool = Field(False, description="Count and list the runs, and when they would go; change nothing.")
 
 
 # ---------------------------------------------------------------- API keys
