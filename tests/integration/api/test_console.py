@@ -404,3 +404,28 @@ def test_success_rate_and_lag_p50_count_what_they_say(console: Console) -> None:
 
     # 2 of the 4 that ended (skipped and running are not outcomes); median of the 4 lags 10, 20, 30, 1000.
     assert figures == [{"runs": 6, "successRate": 0.5, "lagP50": 25}, {"runs": 1, "successRate": None, "lagP50": None}]
+
+
+def test_replay_a_failed_run_from_its_page(console: Console, target: Target) -> None:
+    target.statuses = [503]  # the run's only attempt fails; its replay is answered 200
+    job = console.job(name="replayable", schedule=HOURLY, request={"url": target.url + "/again"},
+                      retry={"max_attempts": 1})
+    status, queued = console.api("POST", f"/jobs/{job['id']}/run")
+    assert status == 202, queued
+    done = lambda: console.api("GET", f"/executions/{queued['id']}")[1]["status"] == "failed"
+    assert wait_for(done, timeout=WAIT_MS / 1000, interval=API_POLL_INTERVAL)
+    page = console.page
+    console.sign_in()
+    console.open(f"#/runs/{queued['id']}")
+    expect(page.locator(".settings .badge").first).to_have_text("failed")
+
+    page.get_by_role("button", name="Replay").click()
+
+    expect(page.get_by_role("status").first).to_contain_text("Replay queued")
+    expect(page.locator(".settings .badge").first).to_have_text("succeeded")
+    expect(page.locator(".attempt")).to_have_count(2)
+    expect(page.locator(".attempt").nth(1)).to_contain_text("Attempt 2")
+    expect(page.locator(".attempt").nth(1)).to_contain_text("200")
+    expect(page.locator(".settings").first).to_contain_text("Replayed1 time")
+    expect(page.get_by_role("button", name="Replay")).to_have_count(0)  # a succeeded run is not replayed
+    assert [r["headers"]["Tickwork-Run-Id"] for r in target.requests] == [queued["id"]] * 2

@@ -1,11 +1,13 @@
 // One run: its fields and every attempt (start, duration, status code, error, response excerpt).
-// A run still in progress says so and reloads itself until it ends.
+// A run still in progress says so and reloads itself until it ends. A failed, lost or missed run has a
+// Replay button (POST /executions/{id}/replay): the same run is sent again, and the page follows it.
 
 import { api, ApiError } from './api.js';
 import { h, replace, link, badge, definitions } from './dom.js';
 import { absTime, duration, lagMs, durationMs, IN_PROGRESS } from './format.js';
 
 const REFRESH_MS = 1500;
+const REPLAYABLE = new Set(['failed', 'lost', 'missed']);
 
 export async function runView(main, view, id) {
   const path = `/executions/${encodeURIComponent(id)}`;
@@ -16,11 +18,17 @@ export async function runView(main, view, id) {
   });
   if (!view.alive) return;
   const content = h('div');
+  const actions = h('div', { class: 'actions' });
+  const notice = h('p', { class: 'notice', role: 'status', 'aria-live': 'polite' });
   replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs'), ' / ', link(jobName, 'jobs', run.job_id)),
-    h('h1', { tabindex: '-1' }, `Run of ${absTime(run.scheduled_for)}`), content);
+    h('h1', { tabindex: '-1' }, `Run of ${absTime(run.scheduled_for)}`), actions, notice, content);
   document.title = `Run · ${jobName} · Tickwork`;
-  const show = () => replace(content, ...runContent(run));
+  const show = () => {
+    replace(content, ...runContent(run));
+    replace(actions, REPLAYABLE.has(run.status) && jobName !== 'deleted job'
+      ? h('button', { type: 'button', onclick: () => replay().catch((error) => view.fail(error)) }, 'Replay') : null);
+  };
   show();
   const refresh = async () => {
     run = await api('GET', path);
@@ -28,7 +36,22 @@ export async function runView(main, view, id) {
     show();
     if (!IN_PROGRESS.has(run.status)) view.stopPolling();
   };
-  if (IN_PROGRESS.has(run.status)) view.poll(REFRESH_MS, refresh);
+  const follow = () => { if (IN_PROGRESS.has(run.status)) view.poll(REFRESH_MS, refresh); };
+  async function replay() {
+    notice.textContent = '';
+    try {
+      run = { ...run, ...(await api('POST', `${path}/replay`)) };
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status === 401) throw error;
+      notice.textContent = `${error.message} (${error.code})`;
+      return;
+    }
+    if (!view.alive) return;
+    notice.textContent = `Replay queued: the same run is sent again ${run.next_attempt_at ? `at ${absTime(run.next_attempt_at)}` : 'now'}.`;
+    show();
+    follow();
+  }
+  follow();
 }
 
 function runContent(run) {
@@ -47,6 +70,7 @@ function runContent(run) {
       ['Attempts', run.attempt_count],
       run.next_attempt_at ? ['Next attempt', absTime(run.next_attempt_at)] : null,
       run.missed_count ? ['Missed slots', run.missed_count] : null,
+      run.replay_count ? ['Replayed', `${run.replay_count} time${run.replay_count === 1 ? '' : 's'}, last ${absTime(run.replayed_at)}`] : null,
       run.last_error ? ['Last error', h('span', { class: 'error-text' }, run.last_error)] : null,
       ['Id', h('code', {}, run.id)],
     ]),
