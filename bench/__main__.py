@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, coldstart, connections, idle, noisy, rebuild, shards, steady, top_of_hour
+from bench import baseline_0cron, burst, coldstart, connections, idle, noisy, rebuild, replay, shards, steady, top_of_hour
 from bench.harness import LineSink, Servers, capture_logs
 from bench.phases import Phase, run_phases
 from bench.report import (
@@ -39,7 +39,7 @@ from bench.report import (
 from bench.target import DEFAULT_NICE, Target
 
 # In the order they run.
-PHASES = ("burst", "hour", "steady", "connections", "noisy", "idle", "rebuild", "coldstart", "shards", "schedule")
+PHASES = ("burst", "hour", "steady", "connections", "noisy", "replay", "idle", "rebuild", "coldstart", "shards", "schedule")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -76,6 +76,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              f"{','.join(f'{k}={n}' for k, n in noisy.DEFAULT_MIX.items())})")
     parser.add_argument("--noisy-backlog-seconds", type=int, default=noisy.BACKLOG_SECONDS,
                         help="how far in the past the catch-up jobs' slots begin")
+    parser.add_argument("--replay-rate", type=int, default=replay.RATE,
+                        help="tenant A's replay pace in the replay benchmark (TICKWORK_REPLAY_PER_SECOND)")
+    parser.add_argument("--replay-runs", type=int, default=replay.RUNS,
+                        help="failed runs tenant A replays in the replay benchmark")
     parser.add_argument("--noisy-expansion-headers", type=int, default=noisy.EXPANSION_HEADERS,
                         help="headers of each expansion job full of secret references (the API takes 50)")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
@@ -336,6 +340,10 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
               f"noisy neighbour ({args.noisy_baseline_seconds} s alone, {args.noisy_seconds} s with A, "
               f"{mode(x)}{' and in the poller' if x > 0 else ''})",
               lambda: noisy.run(srv, target(), noisy_plan(args), args.noisy_workers, args.db_pool, x), noisy.rows),
+        Phase("replay", f"Replay: tenant A replays {args.replay_runs:,} failed runs beside tenant B's steady load",
+              f"replay ({args.replay_runs:,} runs at {args.replay_rate} a second, {mode(x)})",
+              lambda: replay.run(srv, target(), args.noisy_workers, args.db_pool, x, args.replay_rate,
+                                 args.replay_runs, args.noisy_b_jobs), replay.rows),
         Phase("idle", f"Idle: nothing due, {args.idle_jobs:,} jobs scheduled", "idle",
               lambda: idle.run(srv, args.idle_jobs), idle_rows),
         Phase("rebuild", f"Rebuild after Redis lost the index: {args.rebuild_jobs:,} jobs",
