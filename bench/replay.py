@@ -40,6 +40,7 @@ from bench.rig import TickworkRig, warm_up
 from bench.target import Arrival, Target
 from bench.tenants import InProcessApi
 from tickwork.dispatch.poller import TICK_OFFSET_MS
+from tickwork.rules.replay import lead as replay_lead
 from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
 from tickwork.timeutil import from_ms, rfc3339
 
@@ -76,7 +77,7 @@ def _windows(ws: Workspace, rig: TickworkRig, api: InProcessApi, target: Target,
              baseline_seconds: int) -> dict[str, Any]:
     t0 = int(time.time() + SETUP_MARGIN_SECONDS + (b_jobs + 1) * SETUP_SECONDS_PER_JOB) + 3
     t1 = t0 + baseline_seconds + 1
-    end = t1 + math.ceil(runs / rate) + 1
+    end = t1 + math.ceil(runs / rate + replay_lead(runs).total_seconds()) + 1  # the last replay's instant
     b_key, a_key = api.create_tenant("tenant-b"), api.create_tenant("tenant-a")
     for i in range(1, b_jobs + 1):
         api.require(b_key, "POST", "/jobs", b_job(i, target.url, t0 * 1000))

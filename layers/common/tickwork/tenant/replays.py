@@ -80,7 +80,7 @@ def replay_job(scope: Scope, job_id: str, ask: ReplayAsk) -> Replayed:
             raise InvalidInputError("until", replay.too_many(len(runs), runs[replay.MAX_RUNS - 1][1]))
         ids = [run_id for run_id, _ in runs]
         if ask.dry_run:
-            at = replay.instants(store.pace_peek(conn, scope.tenant_id, scope.now), len(ids),
+            at = replay.instants(store.pace_peek(conn, scope.tenant_id, scope.now + replay.lead(len(ids))), len(ids),
                                  scope.settings.replay_per_second)
             return _answer(ids, at, dry_run=True)
         queued = _queue(conn, scope, ids, ask.statuses)
@@ -96,7 +96,7 @@ def _queue(conn: Any, scope: Scope, ids: Sequence[str], statuses: Sequence[str])
     """Take the runs' instants from the tenant's pace and make them due (the caller dispatches them once its
     transaction has committed: _dispatch)."""
     per_second = scope.settings.replay_per_second
-    start = store.pace_start(conn, scope.tenant_id, scope.now)
+    start = store.pace_start(conn, scope.tenant_id, scope.now + replay.lead(len(ids)))
     queued = store.queue(conn, scope.tenant_id, ids, statuses, scope.now, start, replay.gap(per_second))
     if queued:
         store.pace_advance(conn, scope.tenant_id, queued[-1].due + replay.gap(per_second))
