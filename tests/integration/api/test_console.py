@@ -421,7 +421,7 @@ def test_replay_a_failed_run_from_its_page(console: Console, target: Target) -> 
 
     page.get_by_role("button", name="Replay").click()
 
-    expect(page.get_by_role("status").first).to_contain_text("Replay queued")
+    expect(page.locator(".replay-notice")).to_contain_text("Replay queued")
     expect(page.locator(".settings .badge").first).to_have_text("succeeded")
     expect(page.locator(".attempt")).to_have_count(2)
     expect(page.locator(".attempt").nth(1)).to_contain_text("Attempt 2")

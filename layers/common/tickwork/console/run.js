@@ -19,7 +19,8 @@ export async function runView(main, view, id) {
   if (!view.alive) return;
   const content = h('div');
   const actions = h('div', { class: 'actions' });
-  const notice = h('p', { class: 'notice', role: 'status', 'aria-live': 'polite' });
+  // A live region of its own, not a second role=status beside the in-progress notice: read out when it changes.
+  const notice = h('p', { class: 'notice replay-notice', 'aria-live': 'polite' });
   replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs'), ' / ', link(jobName, 'jobs', run.job_id)),
     h('h1', { tabindex: '-1' }, `Run of ${absTime(run.scheduled_for)}`), actions, notice, content);
