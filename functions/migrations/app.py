@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tickwork.logs import function_logger, with_lambda_context
-from tickwork.ops.provisioning import budget_seconds, handle_custom_resource, migrate_schema
+from tickwork.ops.custom_resource import budget_seconds
+from tickwork.ops.provisioning import handle_custom_resource, migrate_schema
 from tickwork.wiring import services
 
 logger = function_logger()

@@ -697,7 +697,8 @@ def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_make_data_key
 def test_the_schema_is_migrated_by_its_own_function_on_every_code_or_database_change(
     resources: dict[str, Any],
 ) -> None:
-    from tickwork.ops.provisioning import MIGRATION_RESOURCE_TYPE, RESPONSE_MARGIN_SECONDS
+    from tickwork.ops.custom_resource import RESPONSE_MARGIN_SECONDS
+    from tickwork.ops.provisioning import MIGRATION_RESOURCE_TYPE
 
     migration = resources["SchemaMigration"]
     assert migration["Type"] == MIGRATION_RESOURCE_TYPE  # the only type the function accepts

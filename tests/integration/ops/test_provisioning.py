@@ -150,7 +150,8 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
     lock, as a second deploy would; a table lock behind a long transaction is the same wait). Must hold:
     the wait is cut by lock_timeout, and CloudFormation gets FAILED, saying so, before the function's
     timeout; nothing is applied. Once the lock is free, the next update migrates."""
-    from tickwork.ops.provisioning import LOCK_TIMEOUT_SECONDS, RESPONSE_MARGIN_SECONDS, STATEMENT_MARGIN_SECONDS
+    from tickwork.ops.custom_resource import RESPONSE_MARGIN_SECONDS
+    from tickwork.ops.provisioning import LOCK_TIMEOUT_SECONDS, STATEMENT_MARGIN_SECONDS
     from tickwork.store.migrate import _MIGRATION_LOCK
 
     # Room for one wait for the lock, not for a second try.
