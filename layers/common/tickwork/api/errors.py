@@ -65,7 +65,7 @@ def validation_error(exc: RequestValidationError) -> Response:
     first: dict[str, Any] = errors[0] if errors else {"type": "invalid", "loc": ("body",), "msg": "invalid request"}
     if first.get("type") == "json_invalid":
         return tickwork_error(InvalidJsonError("request body is not valid JSON"))
-    return error_response(400, InvalidInputError.code, _message(first), field_name(first.get("loc", ())))
+    return error_response(400, InvalidInputError.code, validation_message(first), field_name(first.get("loc", ())))
 
 
 def not_utf8(_: UnicodeDecodeError) -> Response:
@@ -112,7 +112,7 @@ def field_name(loc: Sequence[Any]) -> str | None:
     return ".".join(parts) or None
 
 
-def _message(error: dict[str, Any]) -> str:
+def validation_message(error: dict[str, Any]) -> str:
     kind = str(error.get("type", ""))
     return _MESSAGES.get(kind) or str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 

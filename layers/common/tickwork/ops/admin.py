@@ -17,7 +17,6 @@ meanwhile. The answer counts what moved and what is left (`remaining`); older ke
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
@@ -93,12 +92,7 @@ def _quota(name: str, raw: Any) -> int | None:
 def _tenant_id(conn: Any, raw: Any) -> str:
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInputError("tenant", "the tenant's id or name is required")
-    try:
-        tenant_id: str | None = str(uuid.UUID(raw.strip()))
-        if conn.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone() is None:
-            tenant_id = None
-    except ValueError:
-        tenant_id = tenants.find_tenant(conn, raw.strip())
+    tenant_id = tenants.resolve_tenant(conn, raw.strip())
     if tenant_id is None:
         raise NotFoundError("no tenant of that id or name", field="tenant")
     return tenant_id

@@ -31,6 +31,15 @@ def find_tenant(conn: Any, name: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def resolve_tenant(conn: Any, id_or_name: str) -> str | None:
+    """The tenant whose id (a UUID in any of its spellings) or name (without case) this is, if any."""
+    try:
+        tenant_id = str(uuid.UUID(id_or_name))
+    except ValueError:
+        return find_tenant(conn, id_or_name)
+    return tenant_id if conn.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone() else None
+
+
 def tenant_for_key(conn: Any, token: str) -> str | None:
     caller = authenticate(conn, token)
     return None if caller is None else caller.tenant_id
