@@ -26,7 +26,7 @@ import pytest
 from tests.unit.test_layer_lock import LOCK, parse_lock
 
 ROOT = Path(__file__).resolve().parents[2]
-FUNCTIONS = ("ApiFunction", "PollerFunction", "ExecutorFunction", "MigrationsFunction")
+FUNCTIONS = ("ApiFunction", "PollerFunction", "ExecutorFunction", "MigrationsFunction", "JobsResourceFunction")
 ELF_MAGIC = b"\x7fELF"
 EM_AARCH64 = 0xB7
 BUILD_TIMEOUT_SECONDS = 600

@@ -21,17 +21,22 @@ CHECKOV_SKIPPED: dict[tuple[str, str], str] = {
     **{("CKV_AWS_158", group): "CloudWatch Logs encrypts every log group at rest; the lines hold no secrets "
                                "(tickwork.http.redaction), so a KMS key would add cost and nothing to protect."
        for group in ("ApiFunctionLogGroup", "PollerFunctionLogGroup", "ExecutorFunctionLogGroup",
-                     "MigrationsFunctionLogGroup", "HttpApiAccessLogGroup", "TickLoopLogGroup")},
+                     "MigrationsFunctionLogGroup", "JobsResourceFunctionLogGroup", "HttpApiAccessLogGroup",
+                     "TickLoopLogGroup")},
     **{("CKV_AWS_116", function): "no dead-letter queue needed: the API is invoked synchronously, the executor has "
                                   "an SQS on-failure destination, a missed maintenance pass is redone a minute later."
        for function in ("ApiFunction", "PollerFunction", "ExecutorFunction")},
-    ("CKV_AWS_116", "MigrationsFunction"): "no dead-letter queue needed: it answers CloudFormation on every path, and "
-                                           "an event it never answered fails the deploy at ServiceTimeout.",
+    **{("CKV_AWS_116", function): "no dead-letter queue needed: it answers CloudFormation on every path, and an "
+                                  "event it never answered fails the deploy at ServiceTimeout."
+       for function in ("MigrationsFunction", "JobsResourceFunction")},
     ("CKV_AWS_115", "MigrationsFunction"): "runs only at deploys; reserving concurrency for it would take from the "
                                            "account's pool for good, and two at once are serialised by an advisory lock.",
+    ("CKV_AWS_115", "JobsResourceFunction"): "runs only while stacks declaring jobs deploy; a reservation would take from "
+                                             "the account's pool for good (a new account's 10 cannot spare it).",
     **{("CKV_AWS_173", function): "the environment holds no secret (hosts, ARNs; logins are read from Secrets "
                                   "Manager), and Lambda encrypts it at rest with its own key."
-       for function in ("ApiFunction", "PollerFunction", "ExecutorFunction", "MigrationsFunction")},
+       for function in ("ApiFunction", "PollerFunction", "ExecutorFunction", "MigrationsFunction",
+                        "JobsResourceFunction")},
     ("CKV_AWS_157", "Database"): "Multi-AZ is on with Stage=prod; the dev stage stays single-AZ, half the cost.",
     ("CKV_AWS_118", "Database"): "no enhanced monitoring: the dashboard's RDS metrics suffice, and it needs a "
                                  "monitoring role and costs per instance.",

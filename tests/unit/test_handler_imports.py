@@ -32,6 +32,9 @@ def loaded_by_import(function: str) -> set[str]:
     # A run neither edits jobs nor parses schedules; only a retry bounded by its job's next slot does.
     ("executor", ("tickwork.tenant.jobs", "tickwork.schedule.engine", "tickwork.tenant.quotas", "tickwork.schedule.specs")),
     ("migrations", (AEAD, "urllib3", "tickwork.http.delivery", "tickwork.dispatch.poller", "tickwork.runs.executor")),  # it only migrates
+    # It puts jobs: it never sends a run, dispatches or migrates.
+    ("jobs_resource", ("tickwork.http.delivery", "tickwork.dispatch.poller", "tickwork.runs.executor",
+                       "tickwork.store.migrate")),
     # and the poller no longer answers CloudFormation: its deploy-time code is not loaded on a tick's cold start
     ("poller", ("tickwork.ops.provisioning",)),
 ])
@@ -48,7 +51,7 @@ print(json.dumps([type(h).__name__ for h in logging.getLogger("tickwork").handle
 """
 
 
-@pytest.mark.parametrize("function", ["api", "poller", "executor", "migrations"])
+@pytest.mark.parametrize("function", ["api", "poller", "executor", "migrations", "jobs_resource"])
 def test_a_handler_logs_to_stdout_as_it_is_at_each_line(function: str) -> None:
     """The API once created a plain Logger before function_logger(): its lines went to the stdout of import
     time, which a test's capture (or the local runtime's console) has closed or replaced since."""

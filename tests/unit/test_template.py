@@ -23,7 +23,8 @@ from cfnlint.decode import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
-FUNCTIONS = {"ApiFunction": "api", "PollerFunction": "poller", "ExecutorFunction": "executor"}
+FUNCTIONS = {"ApiFunction": "api", "PollerFunction": "poller", "ExecutorFunction": "executor",
+             "JobsResourceFunction": "jobs_resource"}
 EXPRESS_MAX_SECONDS = 300
 
 # (method, path) the API must answer; a route covers one if its method is ANY or equal and its path is
@@ -142,7 +143,7 @@ def test_state_machine_definition_passes_cfn_lint(resources: dict[str, Any]) -> 
 # ------------------------------------------------------------------------------------ functions
 
 
-def test_the_three_functions_exist(resources: dict[str, Any]) -> None:
+def test_the_functions_exist(resources: dict[str, Any]) -> None:
     assert set(FUNCTIONS) <= set(serverless_functions(resources))
 
 
@@ -670,7 +671,7 @@ def test_every_function_may_read_only_the_database_secret(transformed: dict[str,
         assert attached in resources[role]["Properties"]["ManagedPolicyArns"], function
 
 
-def test_the_secrets_key_rotates_and_only_the_api_and_executor_may_make_data_keys(transformed: dict[str, Any]) -> None:
+def test_the_secrets_key_rotates_and_only_the_api_executor_and_jobs_resource_may_make_data_keys(transformed: dict[str, Any]) -> None:
     resources = transformed["Resources"]
     key = resources["SecretsKey"]["Properties"]
     assert key["EnableKeyRotation"] is True
