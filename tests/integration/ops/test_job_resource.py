@@ -23,7 +23,8 @@ from tickwork.ops import custom_resource
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_tenant
-from tickwork.tenant import jobs
+from tickwork.tenant import bykey
+from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure
 
@@ -80,7 +81,7 @@ def _send(provider: Handler, target: Target, event: dict[str, Any]) -> dict[str,
 def _job(services: Services, tenant_id: str, key: str) -> JobRow | None:
     scope = Scope(services.db, services.index, services.settings, tenant_id, NOW, services.keyring)
     try:
-        return jobs.get_job_by_key(scope, key)
+        return bykey.get_job_by_key(scope, key)
     except NotFoundError:
         return None
 
@@ -185,7 +186,7 @@ def test_an_unknown_tenant_fails(provider: Handler, target: Target, tenant: str)
 def test_deleting_a_job_already_gone_succeeds(provider: Handler, target: Target, services: Services, tenant: str) -> None:
     created = _send(provider, target, _event(target, "Create"))
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    jobs.delete_job_by_key(scope, "nightly-report")
+    bykey.delete_job_by_key(scope, "nightly-report")
     deleted = _send(provider, target, _event(target, "Delete", created["PhysicalResourceId"]))
     assert deleted["Status"] == "SUCCESS", deleted
 
@@ -194,7 +195,7 @@ def test_a_key_another_source_manages_is_refused_and_a_repeated_create_is_harmle
     provider: Handler, target: Target, services: Services, tenant: str,
 ) -> None:
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    theirs, _ = jobs.put_job_by_key(scope, "hourly-sync", jobs.JobDraft(
+    theirs, _ = bykey.put_job_by_key(scope, "hourly-sync", JobDraft(
         name="sync", schedule="rate(1 hour)", timezone="UTC", start_at=None, end_at=None,
         request={"method": "GET", "url": "https://example.com/sync", "headers": {}}, retry={},
         key="hourly-sync", source="tickwork.yaml"))

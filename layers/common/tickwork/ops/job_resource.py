@@ -1,5 +1,5 @@
 """The `Custom::TickworkJob` provider: CloudFormation's Create, Update and Delete of a job another stack
-declares, done by the by-key job service (tickwork.tenant.jobs) for the tenant the resource names, and
+declares, done by the by-key job service (tickwork.tenant.bykey) for the tenant the resource names, and
 answered within the function's time on every path (tickwork.ops.custom_resource).
 
 - The physical id is `<tenant id>/<key>`. Create and Update both put the declared job under its key
@@ -35,7 +35,8 @@ from tickwork.ops.job_properties import (
 from tickwork.scope import Scope
 from tickwork.store import tenants
 from tickwork.store.secrets import PgKeyStore
-from tickwork.tenant import jobs
+from tickwork.tenant import bykey
+from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import rfc3339
 from tickwork.wiring import Services, api_pool
 
@@ -90,11 +91,11 @@ def _put(scope: Scope, declared: JobProperties, source: str, stack_id: str) -> J
         owner = existing.source or "no stack or file (made with the API)"
         raise ConflictError(f"job {declared.key} already exists, managed by {owner}; choose another key, or "
                             f"delete that job or set its source to {source} first", field="Key")
-    job, _ = jobs.put_job_by_key(scope, declared.key, draft)
+    job, _ = bykey.put_job_by_key(scope, declared.key, draft)
     return job
 
 
-def _draft(declared: JobProperties, source: str) -> jobs.JobDraft:
+def _draft(declared: JobProperties, source: str) -> JobDraft:
     from pydantic import ValidationError
 
     from tickwork.api.models import JobCreate
@@ -103,7 +104,7 @@ def _draft(declared: JobProperties, source: str) -> jobs.JobDraft:
         body = JobCreate.model_validate({**declared.body, "key": declared.key, "source": source})
     except ValidationError as exc:
         raise InvalidInputError(None, validation_reason(exc.errors())) from None
-    return jobs.JobDraft(**body.model_dump())
+    return JobDraft(**body.model_dump())
 
 
 def _delete(svc: Services, resource_id: str, source: str, now: datetime) -> Answer:
@@ -117,7 +118,7 @@ def _delete(svc: Services, resource_id: str, source: str, now: datetime) -> Answ
                                                                  "managed_by": None if job is None else job.source})
         return Answer(resource_id)
     try:
-        jobs.delete_job_by_key(scope, target[1])
+        bykey.delete_job_by_key(scope, target[1])
     except NotFoundError:
         pass  # deleted meanwhile: what Delete asks for
     logger.info("job declared by CloudFormation deleted", extra={"job_id": job.id, "tenant_id": target[0]})
@@ -126,7 +127,7 @@ def _delete(svc: Services, resource_id: str, source: str, now: datetime) -> Answ
 
 def _find(scope: Scope, key: str) -> JobRow | None:
     try:
-        return jobs.get_job_by_key(scope, key)
+        return bykey.get_job_by_key(scope, key)
     except NotFoundError:
         return None
 
