@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
@@ -13,8 +12,8 @@ from typing import Any, Callable, Iterator
 import psycopg
 import pytest
 
-from tests.conftest import Target, load_event
-from tests.integration.ops.test_provisioning import FakeContext
+from tests.conftest import Target
+from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_responses
 from tests.support import score_of
 from tickwork.dueindex.entries import job_member
 from tickwork.errors import NotFoundError
@@ -52,26 +51,16 @@ def tenant(db: psycopg.Connection) -> str:
 
 def _event(target: Target, request_type: str, physical_id: str | None = None, old: dict[str, Any] | None = None,
            **properties: Any) -> dict[str, Any]:
-    event = load_event("jobs_resource_create.json")
-    event.update(RequestType=request_type, RequestId=str(uuid.uuid4()),
-                 ResponseURL=f"{target.url}/response?X-Amz-Signature=0000")
+    event = cfn_event("jobs_resource_create.json", target, request_type, physical_id)
     event["ResourceProperties"].update(properties)
-    if physical_id is not None:
-        event["PhysicalResourceId"] = physical_id
     if old is not None:
         event["OldResourceProperties"] = old
     return event
 
 
-def _responses(target: Target) -> list[dict[str, Any]]:
-    assert all(r["method"] == "PUT" and r["path"].startswith("/response?") for r in target.requests)
-    assert all(r["headers"].get("content-type", "") == "" for r in target.requests)
-    return [json.loads(r["body"]) for r in target.requests]
-
-
 def _send(provider: Handler, target: Target, event: dict[str, Any]) -> dict[str, Any]:
     result = provider(event, None)
-    response = _responses(target)[-1]
+    response = cfn_responses(target)[-1]
     assert response == result
     assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
         k: event[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
@@ -288,7 +277,7 @@ def test_a_put_held_up_past_the_budget_is_answered_failed_in_time(
     assert (late["Status"], late["Reason"]) == ("FAILED", "did not finish within 1.5 s"), late
     assert late["PhysicalResourceId"] == created["PhysicalResourceId"]
     assert took < 3, took
-    assert _responses(target)[-1] == late
+    assert cfn_responses(target)[-1] == late
 
 
 def test_an_unknown_resource_type_is_refused(provider: Handler, target: Target, services: Services,

@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterator
 import psycopg
 import pytest
 
-from tests.conftest import RecordingInvoker, Target, _with_search_path, load_event
+from tests.conftest import RecordingInvoker, Target, _with_search_path
+from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_responses
 from tickwork.settings import Settings
 from tickwork.wiring import Services, build_services, configure
 
@@ -41,19 +42,7 @@ def fresh_services(servers: Any, empty_schema: str) -> Iterator[Services]:
 
 
 def _event(target: Target, request_type: str, physical_id: str | None = None) -> dict[str, Any]:
-    event = load_event("migrations_create.json")
-    event["RequestType"] = request_type
-    event["ResponseURL"] = f"{target.url}/response?X-Amz-Signature=0000"
-    if physical_id:
-        event["PhysicalResourceId"] = physical_id
-    return event
-
-
-def openapi_responses(target: Target) -> list[dict[str, Any]]:
-    assert all(r["method"] == "PUT" and r["path"].startswith("/response?") for r in target.requests)
-    # S3 presigned URLs are signed without a content type: the PUT must not send one.
-    assert all(r["headers"].get("content-type", "") == "" for r in target.requests)
-    return [json.loads(r["body"]) for r in target.requests]
+    return cfn_event("migrations_create.json", target, request_type, physical_id)
 
 
 def _tables(url: str) -> set[str]:
@@ -67,7 +56,7 @@ def test_create_migrates_the_schema_and_reports_success(
 ) -> None:
     event = _event(target, "Create")
     handler("migrations")(event, None)
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert response["Status"] == "SUCCESS", response
     assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
         k: event[k] for k in ("StackId", "RequestId", "LogicalResourceId")}
@@ -80,10 +69,10 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
     fresh_services: Services, handler: Handler, target: Target
 ) -> None:
     handler("migrations")(_event(target, "Create"), None)
-    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
+    physical_id = cfn_responses(target)[0]["PhysicalResourceId"]
     handler("migrations")(_event(target, "Update", physical_id), None)
     handler("migrations")(_event(target, "Update", physical_id), None)
-    first, *updates = openapi_responses(target)
+    first, *updates = cfn_responses(target)
     assert [u["Status"] for u in updates] == ["SUCCESS", "SUCCESS"]
     assert [u["Data"]["Applied"] for u in updates] == ["", ""]
     assert {u["PhysicalResourceId"] for u in updates} == {physical_id}
@@ -91,10 +80,10 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
 
 def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, handler: Handler, target: Target) -> None:
     handler("migrations")(_event(target, "Create"), None)
-    physical_id = openapi_responses(target)[0]["PhysicalResourceId"]
+    physical_id = cfn_responses(target)[0]["PhysicalResourceId"]
     handler("migrations")(_event(target, "Delete", physical_id), None)
-    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
-    assert openapi_responses(target)[1]["PhysicalResourceId"] == physical_id
+    assert cfn_responses(target)[1]["Status"] == "SUCCESS"
+    assert cfn_responses(target)[1]["PhysicalResourceId"] == physical_id
     assert "jobs" in _tables(empty_schema)
 
 
@@ -104,7 +93,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     with psycopg.connect(empty_schema, autocommit=True) as conn:
         conn.execute("CREATE TABLE tenants (squatter int)")  # a table the first migration wants to create
     result = handler("migrations")(_event(target, "Create"), None)
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED"
     assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
     assert result["Status"] == "FAILED"
@@ -112,7 +101,7 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     assert _tables(empty_schema) == {"tenants"}
     # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
     handler("migrations")(_event(target, "Delete", response["PhysicalResourceId"]), None)
-    assert openapi_responses(target)[1]["Status"] == "SUCCESS"
+    assert cfn_responses(target)[1]["Status"] == "SUCCESS"
 
 
 def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
@@ -128,7 +117,7 @@ def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
         finally:
             configure(None)
             svc.close()
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED" and "schema migration failed" in response["Reason"]
     assert "pw-not-logged" not in json.dumps(response)
 
@@ -138,7 +127,7 @@ def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_sch
     event = _event(target, "Create")
     event["ResourceType"] = "Custom::Something"
     handler("migrations")(event, None)
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED" and "Custom::Something" in response["Reason"]
     assert "jobs" not in _tables(empty_schema)
 
@@ -161,12 +150,12 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
         began = time.monotonic()
         handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
         took = time.monotonic() - began
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED" and "LockNotAvailable" in response["Reason"], response
     assert took < remaining - RESPONSE_MARGIN_SECONDS + 1, took  # answered with the margin left
     assert "jobs" not in _tables(empty_schema)
     handler("migrations")(_event(target, "Update", response["PhysicalResourceId"]), None)
-    assert openapi_responses(target)[1]["Status"] == "SUCCESS" and "jobs" in _tables(empty_schema)
+    assert cfn_responses(target)[1]["Status"] == "SUCCESS" and "jobs" in _tables(empty_schema)
 
 
 def test_a_lock_released_while_the_budget_lasts_is_waited_for_in_short_tries(
@@ -198,7 +187,7 @@ def test_a_migration_that_outlasts_its_budget_is_answered_failed_in_time(target:
     response = handle_custom_resource(_event(target, "Create"), lambda: [str(stuck.wait(30))], budget=1.0)
     assert time.monotonic() - began < 3
     assert response["Status"] == "FAILED" and "did not finish within 1 s" in response["Reason"]
-    assert openapi_responses(target) == [response]
+    assert cfn_responses(target) == [response]
     stuck.set()
 
 
@@ -213,16 +202,8 @@ def test_a_delete_is_answered_without_the_database(servers: Any, handler: Handle
         finally:
             configure(None)
             svc.close()
-    (response,) = openapi_responses(target)
+    (response,) = cfn_responses(target)
     assert (response["Status"], response["PhysicalResourceId"]) == ("SUCCESS", "SchemaMigration-schema")
-
-
-class FakeContext:
-    def __init__(self, remaining_ms: int) -> None:
-        self.remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 class socket_closed_port:
