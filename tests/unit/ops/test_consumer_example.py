@@ -1,4 +1,4 @@
-"""docs/examples/consumer-stack.yaml, the stack docs/jobs-in-cloudformation.md shows: cfn-lint finds nothing in it,
+"""docs/examples/consumer-stack.yaml, the stack docs/jobs-as-code.md shows: cfn-lint finds nothing in it,
 and each Custom::TickworkJob it declares is a job the provider accepts, its properties as CloudFormation
 sends them (every scalar a string)."""
 from __future__ import annotations
