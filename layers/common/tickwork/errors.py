@@ -71,6 +71,17 @@ class QuotaExceededError(TickworkError):
         self.limit = limit
 
 
+class MissingScopeError(TickworkError):
+    """The API key lacks the scope the call needs (tickwork.tenant.access); the message names it."""
+
+    code = "missing_scope"
+
+    def __init__(self, message: str, scope: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.field = field
+
+
 class RateLimitedError(TickworkError):
     """The API key spent its request budget; `headers` say when to come back (Retry-After, RateLimit-*)."""
 

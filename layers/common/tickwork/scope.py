@@ -24,3 +24,5 @@ class Scope:
     tenant_id: str
     now: datetime
     keyring: Keyring | None = None  # seals sensitive values (Services.keyring)
+    key_id: str | None = None  # the API key asking; None for what no key asks (operations, tests)
+    scopes: frozenset[str] = frozenset()  # the API key's (tickwork.tenant.access)

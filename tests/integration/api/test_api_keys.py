@@ -41,14 +41,15 @@ def test_a_new_key_is_shown_once_and_works_for_the_same_tenant(api: Api, db: Any
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     job = api.create()
     created = new_key(api, " deploy bot ")
-    assert set(created) == {"id", "name", "prefix", "key", "created_at"}
+    assert set(created) == {"id", "name", "prefix", "key", "scopes", "created_at"}
+    assert created["scopes"] == ["jobs:read", "jobs:write", "runs:write", "secrets:write", "keys:admin"]
     assert created["key"].startswith("tw_") and len(created["key"]) > 40
     assert created["prefix"] == created["key"][:8] and created["name"] == "deploy bot"
     mine = api.call("GET", f"/jobs/{job['id']}", token=created["key"])
     assert mine.status == 200 and mine.body["id"] == job["id"]
     # The list never holds the key, and neither does the database or any log line.
     item = listed(api)[created["id"]]
-    assert set(item) == {"id", "name", "prefix", "created_at", "last_used_at"}
+    assert set(item) == {"id", "name", "prefix", "scopes", "created_at", "last_used_at"}
     assert created["key"] not in api.call("GET", "/api-keys").raw
     stored = db.execute("SELECT key_hash, prefix, name FROM api_keys WHERE id = %s", (created["id"],)).fetchone()
     assert created["key"].encode() not in bytes(stored[0]) and stored[1:] == (created["prefix"], "deploy bot")
@@ -146,7 +147,7 @@ def test_another_tenant_can_neither_see_nor_delete_a_key(api: Api, other: Api) -
     ({"name": "   "}, "name"),
     ({"name": "x" * 201}, "name"),
     ({"name": 7}, "name"),
-    ({"name": "ci", "scopes": ["all"]}, "scopes"),
+    ({"name": "ci", "scope": ["jobs:read"]}, "scope"),
 ])
 def test_bad_key_bodies_are_a_400_naming_the_field(api: Api, body: dict[str, Any], field: str) -> None:
     reply = api.call("POST", "/api-keys", body)

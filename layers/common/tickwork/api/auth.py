@@ -3,7 +3,7 @@ request budgets (tickwork.dueindex.ratelimit: the key's own and its tenant's) th
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Mapping
+from typing import Callable, Mapping
 
 from aws_lambda_powertools.event_handler.request import Request
 
@@ -12,6 +12,7 @@ from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.scope import Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
+from tickwork.tenant import access
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, api_pool, services
 
@@ -27,8 +28,21 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
+def requires(needed: str) -> Callable[[Request], Scope]:
+    """The dependency of a route that needs the scope `needed` (tickwork.tenant.access): current_scope, then
+    403 missing_scope unless the key holds it. The refused call has spent its token, as any other."""
+    def scope_with(request: Request) -> Scope:
+        scope = current_scope(request)
+        access.check(scope.scopes, needed)
+        return scope
+
+    scope_with.__name__ = f"requires_{needed.replace(':', '_')}"
+    return scope_with
+
+
 def current_scope(request: Request) -> Scope:
-    """Injected into every authenticated route with Depends(): the caller's tenant and the request's `now`."""
+    """Injected into every authenticated route with Depends(), through `requires` unless the route needs no
+    scope: the caller's tenant, key and scopes, and the request's `now`."""
     svc = services()
     now = datetime.fromtimestamp(svc.clock(), timezone.utc)
     token = bearer_token(request.headers)
@@ -44,7 +58,7 @@ def current_scope(request: Request) -> Scope:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller, now)
     index = svc.index
-    return Scope(api_pool(svc), index, svc.settings, caller.tenant_id, now, svc.keyring)
+    return Scope(api_pool(svc), index, svc.settings, caller.tenant_id, now, svc.keyring, caller.key_id, caller.scopes)
 
 
 def _spend(svc: Services, request: Request, caller: keys.Caller, now: datetime) -> None:

@@ -10,8 +10,9 @@ from pydantic import BaseModel, Field
 from tickwork.api import views
 from tickwork.api.models import JobCreate
 from tickwork.api.responses import JobDetail
-from tickwork.api.routes import Caller, openapi_responses
+from tickwork.api.routes import JobsReader, JobsWriter, needs, openapi_responses
 from tickwork.tenant import bykey
+from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
 from tickwork.tenant.jobs import JobDraft
 
 router = Router()
@@ -39,8 +40,8 @@ def _put_responses() -> dict[int, Any]:
 
 
 @router.put("/jobs/by-key/<key>", summary="Create or replace the job with this key", tags=["jobs"],
-            responses=_put_responses())
-def put_job(key: str, job: JobCreate, scope: Caller) -> Response[JobDetail]:
+            security=needs(JOBS_WRITE), responses=_put_responses())
+def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
     """The body is a whole definition, as for POST /jobs: a field left out takes its default. The same body
     twice changes nothing (no new version). A paused job stays paused."""
     row, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
@@ -49,21 +50,21 @@ def put_job(key: str, job: JobCreate, scope: Caller) -> Response[JobDetail]:
 
 
 @router.post("/jobs/by-key/<key>/plan", summary="What a PUT of this body would change (nothing is written)",
-             tags=["jobs"], responses=openapi_responses(200, 400, 403))
-def plan_job(key: str, job: JobCreate, scope: Caller) -> JobPlanOut:
+             tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400, 403))
+def plan_job(key: str, job: JobCreate, scope: JobsReader) -> JobPlanOut:
     plan = bykey.plan_job_by_key(scope, key, JobDraft(**job.model_dump()))
     return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id,
                       changes=[FieldChangeOut(field=c.field, old=c.old, new=c.new) for c in plan.changes])
 
 
 @router.get("/jobs/by-key/<key>", summary="Get the job with this key and its next 5 runs", tags=["jobs"],
-            responses=openapi_responses(200, 404))
-def get_job(key: str, scope: Caller) -> JobDetail:
+            security=needs(JOBS_READ), responses=openapi_responses(200, 404))
+def get_job(key: str, scope: JobsReader) -> JobDetail:
     return views.job_detail(bykey.get_job_by_key(scope, key))
 
 
 @router.delete("/jobs/by-key/<key>", status_code=204, summary="Delete the job with this key (its history is kept)",
-               tags=["jobs"], responses=openapi_responses(204, 404))
-def delete_job(key: str, scope: Caller) -> Response[None]:
+               tags=["jobs"], security=needs(JOBS_WRITE), responses=openapi_responses(204, 404))
+def delete_job(key: str, scope: JobsWriter) -> Response[None]:
     bykey.delete_job_by_key(scope, key)
     return Response(status_code=204)

@@ -7,16 +7,17 @@ from tickwork.api import views
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor
 from tickwork.api.queries import ExecutionStatuses, JobId, Since, Until, execution_filter
 from tickwork.api.responses import ExecutionList
-from tickwork.api.routes import Caller, Cursor, Limit, openapi_responses
+from tickwork.api.routes import Cursor, JobsReader, Limit, needs, openapi_responses
 from tickwork.tenant import history
+from tickwork.tenant.access import JOBS_READ
 
 router = Router()
 
 
 @router.get("/executions", summary="All your executions, newest slot first", tags=["executions"],
-            responses=openapi_responses(200, 400))
+            security=needs(JOBS_READ), responses=openapi_responses(200, 400))
 def list_all_executions(
-    scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: ExecutionStatuses = None,
+    scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: ExecutionStatuses = None,
     job_id: JobId = None, since: Since = None, until: Until = None,
 ) -> ExecutionList:
     filters = execution_filter(status, job_id, since, until)

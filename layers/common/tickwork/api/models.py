@@ -36,6 +36,7 @@ from tickwork.rules.retry import (
 )
 from tickwork.schedule.hashing import MAX_SPREAD_SECONDS
 from tickwork.tenant import bykey
+from tickwork.tenant import access
 from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
 # Past this many attempts a failing target needs fixing, not retrying.
@@ -313,5 +314,12 @@ class ReplayRequest(_Strict):
 
 # ---------------------------------------------------------------- API keys
 
+ApiScope = Literal[access.ALL_SCOPES]  # type: ignore[valid-type]
+
+
 class ApiKeyCreate(_Strict):
     name: Name = Field(examples=["ci"], description="A label for the key's owner: a person, a system, a laptop.")
+    scopes: Unchanged[list[ApiScope]] = Field(
+        None, examples=[["jobs:read"]],
+        description="What the key may do (docs/api.md, \"Scopes\"); default: every scope the creating key holds. "
+                    "A key gives only scopes it holds itself.")

@@ -6,17 +6,18 @@ from typing import Any, cast
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from tickwork.api.responses import NotificationList, NotificationOut
-from tickwork.api.routes import Caller, openapi_responses
+from tickwork.api.routes import JobsReader, needs, openapi_responses
 from tickwork.store.notifications import NotificationRow
 from tickwork.tenant import history
+from tickwork.tenant.access import JOBS_READ
 from tickwork.timeutil import rfc3339
 
 router = Router()
 
 
 @router.get("/jobs/<job_id>/notifications", summary="A job's last 100 notifications, newest first",
-            tags=["notifications"], responses=openapi_responses(200, 404))
-def list_notifications(job_id: str, scope: Caller) -> NotificationList:
+            tags=["notifications"], security=needs(JOBS_READ), responses=openapi_responses(200, 404))
+def list_notifications(job_id: str, scope: JobsReader) -> NotificationList:
     return NotificationList(items=[notification_out(row) for row in history.job_notifications(scope, job_id)])
 
 

@@ -209,10 +209,14 @@ class HealthOut(BaseModel):
 
 # ---------------------------------------------------------------- API keys
 
+_SCOPES = Field(description="What the key may do (docs/api.md, \"Scopes\").", examples=[["jobs:read"]])
+
+
 class ApiKeyOut(BaseModel):
     id: str
     name: str
     prefix: str = Field(description="The key's first 8 characters, to tell keys apart.")
+    scopes: list[str] = _SCOPES
     created_at: Timestamp
     last_used_at: Timestamp | None = Field(description="When the key was last used, to the minute.")
 
@@ -222,7 +226,16 @@ class ApiKeyCreated(BaseModel):
     name: str
     prefix: str
     key: str = Field(description="The key itself: shown only in this response, keep it (Authorization: Bearer).")
+    scopes: list[str] = _SCOPES
     created_at: Timestamp
+
+
+class CurrentKeyOut(BaseModel):
+    id: str
+    name: str
+    prefix: str
+    tenant_id: str
+    scopes: list[str] = _SCOPES
 
 
 class ApiKeyList(BaseModel):

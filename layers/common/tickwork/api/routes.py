@@ -1,6 +1,8 @@
 """The routes: each parses its input, calls one function of `tickwork.tenant.jobs` and shapes the answer.
 
-Every route takes `scope` from `current_scope` (authentication, the tenant, the request's single `now`).
+Every route takes `scope` from `current_scope` (authentication, the tenant, the request's single `now`),
+through `requires` for the scope it needs (tickwork.tenant.access), which it also declares in the OpenAPI
+document with `security=needs(...)` (tests/integration/api/test_api_scopes.py holds each route to it).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 
 from tickwork.api import views
-from tickwork.api.auth import current_scope
+from tickwork.api.auth import current_scope, requires
 from tickwork.api.idempotent import IdempotencyKey, respond
 from tickwork.api.models import JobCreate, JobPatch, PreviewRequest
 from tickwork.api.pagination import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
@@ -30,26 +32,42 @@ from tickwork.api.responses import (
 from tickwork.schedule import hashing
 from tickwork.scope import Scope
 from tickwork.tenant import history, jobs
+from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, KEYS_ADMIN, RUNS_WRITE, SECRETS_WRITE
 from tickwork.tenant.jobs import JobDraft
 
 router = Router()
 
-Caller = Annotated[Scope, Depends(current_scope)]
+Caller = Annotated[Scope, Depends(current_scope)]  # any live key of the tenant: no scope needed
+JobsReader = Annotated[Scope, Depends(requires(JOBS_READ))]
+JobsWriter = Annotated[Scope, Depends(requires(JOBS_WRITE))]
+RunsWriter = Annotated[Scope, Depends(requires(RUNS_WRITE))]
+SecretsWriter = Annotated[Scope, Depends(requires(SECRETS_WRITE))]
+KeysAdmin = Annotated[Scope, Depends(requires(KEYS_ADMIN))]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")]
 Cursor = Annotated[str | None, Query(description="next_cursor of the previous page.")]
 
 
-def openapi_responses(success: int, *errors: int) -> dict[int, OpenAPIResponse]:
-    """The success response (its schema from the return annotation) and the errors a route can answer."""
+def needs(scope_name: str) -> list[dict[str, list[str]]]:
+    """A route's security requirement: an API key holding `scope_name` (OpenAPI 3.1 lets a bearer scheme
+    name the roles it needs)."""
+    return [{"apiKey": [scope_name]}]
+
+
+def openapi_responses(success: int, *errors: int, scoped: bool = True) -> dict[int, OpenAPIResponse]:
+    """The success response (its schema from the return annotation) and the errors a route can answer;
+    `scoped`: the route needs a scope, so a key without it is answered 403."""
     descriptions = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Invalid input",
-                    401: "Missing or invalid API key", 403: "Over one of the tenant's quotas", 404: "Unknown id",
+                    401: "Missing or invalid API key",
+                    403: "The API key lacks the scope this operation needs (missing_scope, the message names it), "
+                         "or the call would take the tenant over one of its quotas (quota_exceeded)",
+                    404: "Unknown id",
                     409: "Not possible in the current state", 422: "Idempotency-Key reused for another request",
                     429: "Rate limited: retry after Retry-After seconds",
                     503: "A query ran past the API's statement timeout and was cancelled: ask for less, or retry"}
     responses: dict[int, OpenAPIResponse] = {success: {"description": descriptions[success]}}
     if success == 204:
         responses[success]["content"] = {}
-    for status in (401, 429, 503, *errors):
+    for status in (401, *((403,) if scoped else ()), 429, 503, *errors):
         responses[status] = {"description": descriptions[status], "content": {"application/json": {"model": ErrorBody}}}
     responses[429]["headers"] = {**_RATE_LIMIT_HEADERS, "Retry-After": {
         "description": "Seconds until a request will be let through.", "schema": {"type": "integer"},
@@ -67,71 +85,71 @@ _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
 
 
 @router.post("/jobs", status_code=201, summary="Create a job", tags=["jobs"],
-             responses=openapi_responses(201, 400, 403, 409, 422))
-def create_job(job: JobCreate, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
+             security=needs(JOBS_WRITE), responses=openapi_responses(201, 400, 403, 409, 422))
+def create_job(job: JobCreate, scope: JobsWriter, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
     return respond(scope, idempotency_key, 201,
                    lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))))
 
 
-@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], responses=openapi_responses(200, 400))
-def list_jobs(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
+@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400))
+def list_jobs(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
               tag: TagFilter = None, name_prefix: NamePrefix = None, key: KeyFilter = None,
               source: SourceFilter = None) -> JobList:
     filters = job_filter(status, tag, name_prefix, key, source)
     return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor), filters))
 
 
-@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], responses=openapi_responses(200, 404))
-def get_job(job_id: str, scope: Caller) -> JobDetail:
+@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 404))
+def get_job(job_id: str, scope: JobsReader) -> JobDetail:
     return views.job_detail(jobs.get_job(scope, job_id))
 
 
 @router.patch("/jobs/<job_id>", summary="Change some fields of a job", tags=["jobs"],
-              responses=openapi_responses(200, 400, 403, 404))
-def update_job(job_id: str, changes: JobPatch, scope: Caller) -> JobDetail:
+              security=needs(JOBS_WRITE), responses=openapi_responses(200, 400, 403, 404))
+def update_job(job_id: str, changes: JobPatch, scope: JobsWriter) -> JobDetail:
     return views.job_detail(jobs.update_job(scope, job_id, changes.model_dump(exclude_unset=True)))
 
 
 @router.delete("/jobs/<job_id>", status_code=204, summary="Delete a job (its history is kept)", tags=["jobs"],
-               responses=openapi_responses(204, 404))
-def delete_job(job_id: str, scope: Caller) -> Response[None]:
+               security=needs(JOBS_WRITE), responses=openapi_responses(204, 404))
+def delete_job(job_id: str, scope: JobsWriter) -> Response[None]:
     jobs.delete_job(scope, job_id)
     return Response(status_code=204)
 
 
-@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], responses=openapi_responses(200, 404, 409))
-def pause_job(job_id: str, scope: Caller) -> JobDetail:
+@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], security=needs(JOBS_WRITE), responses=openapi_responses(200, 404, 409))
+def pause_job(job_id: str, scope: JobsWriter) -> JobDetail:
     return views.job_detail(jobs.pause_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/resume", summary="Run a paused job again from its next slot", tags=["jobs"],
-             responses=openapi_responses(200, 403, 404, 409))
-def resume_job(job_id: str, scope: Caller) -> JobDetail:
+             security=needs(JOBS_WRITE), responses=openapi_responses(200, 403, 404, 409))
+def resume_job(job_id: str, scope: JobsWriter) -> JobDetail:
     return views.job_detail(jobs.resume_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/run", status_code=202, summary="Run a job once, now", tags=["jobs"],
-             responses=openapi_responses(202, 400, 404, 409, 422))
-def run_job(job_id: str, scope: Caller, idempotency_key: IdempotencyKey = None) -> Response[ExecutionOut]:
+             security=needs(RUNS_WRITE), responses=openapi_responses(202, 400, 404, 409, 422))
+def run_job(job_id: str, scope: RunsWriter, idempotency_key: IdempotencyKey = None) -> Response[ExecutionOut]:
     return respond(scope, idempotency_key, 202, lambda: views.execution_out(jobs.run_job(scope, job_id)))
 
 
 @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first", tags=["executions"],
-            responses=openapi_responses(200, 400, 404))
-def list_executions(job_id: str, scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> ExecutionList:
+            security=needs(JOBS_READ), responses=openapi_responses(200, 400, 404))
+def list_executions(job_id: str, scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> ExecutionList:
     page = history.list_executions(scope, job_id, limit, decode_cursor("executions", cursor))
     return views.execution_list(page)
 
 
 @router.get("/executions/<execution_id>", summary="An execution with its attempts", tags=["executions"],
-            responses=openapi_responses(200, 404))
-def get_execution(execution_id: str, scope: Caller) -> ExecutionDetail:
+            security=needs(JOBS_READ), responses=openapi_responses(200, 404))
+def get_execution(execution_id: str, scope: JobsReader) -> ExecutionDetail:
     return views.execution_detail(*history.get_execution(scope, execution_id))
 
 
 @router.post("/schedules/preview", summary="Check a schedule and list its next fire times", tags=["schedules"],
-             responses=openapi_responses(200, 400))
-def preview_schedule(preview: PreviewRequest, scope: Caller) -> PreviewOut:
+             security=needs(JOBS_READ), responses=openapi_responses(200, 400))
+def preview_schedule(preview: PreviewRequest, scope: JobsReader) -> PreviewOut:
     hash_key = str(preview.job_id or hashing.PREVIEW_KEY)
     schedule, times = jobs.preview_schedule(
         scope, preview.schedule, preview.timezone, preview.count, preview.after, preview.start_at, preview.end_at,

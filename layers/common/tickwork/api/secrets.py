@@ -11,9 +11,10 @@ from pydantic import BaseModel, Field
 
 from tickwork.api.models import Timestamp, _Strict
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
-from tickwork.api.routes import Caller, Cursor, Limit, openapi_responses
+from tickwork.api.routes import Cursor, JobsReader, Limit, SecretsWriter, needs, openapi_responses
 from tickwork.secrets import vault
 from tickwork.store.secrets import SecretRow
+from tickwork.tenant.access import JOBS_READ, SECRETS_WRITE
 from tickwork.timeutil import rfc3339
 
 router = Router()
@@ -41,37 +42,37 @@ class SigningSecretOut(BaseModel):
 
 
 @router.put("/secrets/<name>", summary="Create (201) or replace (200) a secret", tags=["secrets"],
-            responses={**openapi_responses(200, 400, 409),
+            security=needs(SECRETS_WRITE), responses={**openapi_responses(200, 400, 409),
                        201: {"description": "Created", "content": {"application/json": {"model": SecretOut}}}})
-def put_secret(name: str, secret: SecretPut, scope: Caller) -> Response[SecretOut]:
+def put_secret(name: str, secret: SecretPut, scope: SecretsWriter) -> Response[SecretOut]:
     row, created = vault.put_secret(scope, name, secret.value)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
                     body=_out(row).model_dump())
 
 
 @router.get("/secrets", summary="List secrets (names only), newest first", tags=["secrets"],
-            responses=openapi_responses(200, 400))
-def list_secrets(scope: Caller, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> SecretList:
+            security=needs(JOBS_READ), responses=openapi_responses(200, 400))
+def list_secrets(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> SecretList:
     page = vault.list_secrets(scope, limit, decode_cursor("secrets", cursor))
     return SecretList(items=[_out(row) for row in page.items], next_cursor=encode_cursor("secrets", page.next_key))
 
 
 @router.delete("/secrets/<name>", status_code=204, summary="Delete a secret", tags=["secrets"],
-               responses=openapi_responses(204, 404))
-def delete_secret(name: str, scope: Caller) -> Response[None]:
+               security=needs(SECRETS_WRITE), responses=openapi_responses(204, 404))
+def delete_secret(name: str, scope: SecretsWriter) -> Response[None]:
     vault.delete_secret(scope, name)
     return Response(status_code=204)
 
 
 @router.get("/signing-secret", summary="The signing secret (created on first use)", tags=["signing"],
-            responses=openapi_responses(200))
-def get_signing_secret(scope: Caller) -> SigningSecretOut:
+            security=needs(SECRETS_WRITE), responses=openapi_responses(200))
+def get_signing_secret(scope: SecretsWriter) -> SigningSecretOut:
     return SigningSecretOut(secret=vault.signing_secret(scope))
 
 
 @router.post("/signing-secret/rotate", summary="Make a new signing secret; the old one signs for 24 h more",
-             tags=["signing"], responses=openapi_responses(200))
-def rotate_signing_secret(scope: Caller) -> SigningSecretOut:
+             tags=["signing"], security=needs(SECRETS_WRITE), responses=openapi_responses(200))
+def rotate_signing_secret(scope: SecretsWriter) -> SigningSecretOut:
     return SigningSecretOut(secret=vault.rotate_signing_secret(scope))
 
 

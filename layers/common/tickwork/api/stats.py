@@ -7,8 +7,9 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from tickwork.api.responses import FireLag, RunCounts, StatsOut
-from tickwork.api.routes import Caller, openapi_responses
+from tickwork.api.routes import JobsReader, needs, openapi_responses
 from tickwork.tenant import stats
+from tickwork.tenant.access import JOBS_READ
 from tickwork.timeutil import rfc3339
 
 router = Router()
@@ -17,8 +18,8 @@ Window = Annotated[int, Query(ge=1, le=stats.MAX_WINDOW_SECONDS, description="Se
 
 
 @router.get("/stats", summary="Run counts and fire lag over a recent window", tags=["stats"],
-            responses=openapi_responses(200, 400))
-def get_stats(scope: Caller, window: Window = stats.DEFAULT_WINDOW_SECONDS) -> StatsOut:
+            security=needs(JOBS_READ), responses=openapi_responses(200, 400))
+def get_stats(scope: JobsReader, window: Window = stats.DEFAULT_WINDOW_SECONDS) -> StatsOut:
     result = stats.run_stats(scope, window)
     p50, p95, p99 = result.lag_ms or (None, None, None)
     return StatsOut(

@@ -12,7 +12,7 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Sequence
 
 from psycopg.rows import class_row
 
@@ -20,7 +20,7 @@ KEY_PREFIX = "tw_"
 # last_used_at is a hint for the key's owner ("is this key still used?"), not an audit log: one write a
 # minute per key at most, instead of one per request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-_COLUMNS = "id::text, name, prefix, created_at, last_used_at"
+_COLUMNS = "id::text, name, prefix, scopes, created_at, last_used_at"
 
 
 def key_digest(token: str) -> bytes:
@@ -36,6 +36,7 @@ class KeyRow:
     id: str
     name: str
     prefix: str
+    scopes: list[str]
     created_at: datetime
     last_used_at: datetime | None
 
@@ -45,12 +46,13 @@ class Caller:
     key_id: str
     tenant_id: str
     last_used_at: datetime | None
+    scopes: frozenset[str]
 
 
 def authenticate(conn: Any, token: str) -> Caller | None:
     digest = key_digest(token)
     row = conn.execute(
-        "SELECT id::text, tenant_id::text, last_used_at, key_hash FROM api_keys"
+        "SELECT id::text, tenant_id::text, last_used_at, key_hash, scopes FROM api_keys"
         " WHERE key_hash = %s AND revoked_at IS NULL",
         (digest,),
     ).fetchone()
@@ -58,7 +60,7 @@ def authenticate(conn: Any, token: str) -> Caller | None:
     # comparison of key material anywhere depends on where two values first differ.
     if row is None or not hmac.compare_digest(bytes(row[3]), digest):
         return None
-    return Caller(*row[:3])
+    return Caller(row[0], row[1], row[2], frozenset(row[4]))
 
 
 def note_use(conn: Any, caller: Caller, now: datetime) -> None:
@@ -72,14 +74,14 @@ def note_use(conn: Any, caller: Caller, now: datetime) -> None:
     )
 
 
-def create_key(conn: Any, tenant_id: str, name: str, now: datetime) -> tuple[KeyRow, str]:
+def create_key(conn: Any, tenant_id: str, name: str, scopes: Sequence[str], now: datetime) -> tuple[KeyRow, str]:
     """A new key for the tenant, and its token: the only time the token is seen in clear."""
     token = new_api_token()
     with conn.cursor(row_factory=class_row(KeyRow)) as cur:
         row = cur.execute(
-            "INSERT INTO api_keys (id, tenant_id, key_hash, prefix, name, created_at) VALUES (%s, %s, %s, %s, %s, %s)"
-            f" RETURNING {_COLUMNS}",
-            (str(uuid.uuid4()), tenant_id, key_digest(token), token[:8], name, now),
+            "INSERT INTO api_keys (id, tenant_id, key_hash, prefix, name, scopes, created_at)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+            (str(uuid.uuid4()), tenant_id, key_digest(token), token[:8], name, list(scopes), now),
         ).fetchone()
     assert row is not None
     return row, token
@@ -93,6 +95,15 @@ def list_keys(conn: Any, tenant_id: str, limit: int) -> list[KeyRow]:
             " ORDER BY created_at, id LIMIT %s",
             (tenant_id, limit),
         ).fetchall()
+
+
+def get_key(conn: Any, tenant_id: str, key_id: str) -> KeyRow | None:
+    """One live key of the tenant."""
+    with conn.cursor(row_factory=class_row(KeyRow)) as cur:
+        return cur.execute(
+            f"SELECT {_COLUMNS} FROM api_keys WHERE id = %s AND tenant_id = %s AND revoked_at IS NULL",
+            (key_id, tenant_id),
+        ).fetchone()
 
 
 def lock_live_keys(conn: Any, tenant_id: str) -> list[str]:

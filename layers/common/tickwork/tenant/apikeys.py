@@ -1,28 +1,43 @@
-"""A tenant's own API keys: create (the token is shown once), list, delete. Deleting a key takes effect on
-the next request (every route looks the key up itself); a tenant cannot delete its last key."""
+"""A tenant's own API keys: create (the token is shown once, its scopes within the creating key's), list,
+delete. Deleting a key takes effect on the next request (every route looks the key up itself); a tenant
+cannot delete its last key."""
 from __future__ import annotations
+
+from typing import Sequence
 
 from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError
 from tickwork.scope import Scope
 from tickwork.store import keys as store
 from tickwork.store.keys import KeyRow
+from tickwork.tenant import access
 from tickwork.tenant.lookup import parse_id
 
 # Keys are for people and systems (CI, a service, a laptop), not minted per request; the list is one page.
 MAX_KEYS = 100
 
 
-def create_key(scope: Scope, name: str) -> tuple[KeyRow, str]:
+def create_key(scope: Scope, name: str, scopes: Sequence[str] | None = None) -> tuple[KeyRow, str]:
+    """`scopes` None: every scope the creating key holds (tickwork.tenant.access.parse_scopes)."""
+    granted = access.parse_scopes(scopes, scope.scopes)
     with scope.db.connection() as conn, conn.transaction():
         if len(store.lock_live_keys(conn, scope.tenant_id)) >= MAX_KEYS:
             raise QuotaExceededError("max_api_keys", MAX_KEYS,
                                      f"a tenant may have at most {MAX_KEYS} API keys; delete one first")
-        return store.create_key(conn, scope.tenant_id, name, scope.now)
+        return store.create_key(conn, scope.tenant_id, name, granted, scope.now)
 
 
 def list_keys(scope: Scope) -> list[KeyRow]:
     with scope.db.connection() as conn:
         return store.list_keys(conn, scope.tenant_id, MAX_KEYS)
+
+
+def current_key(scope: Scope) -> KeyRow:
+    """The key the request was made with."""
+    with scope.db.connection() as conn:
+        row = store.get_key(conn, scope.tenant_id, scope.key_id) if scope.key_id else None
+    if row is None:  # deleted between authentication and here
+        raise NotFoundError("API key not found")
+    return row
 
 
 def delete_key(scope: Scope, key_id: str) -> None:
