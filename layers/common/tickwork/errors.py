@@ -130,6 +130,17 @@ class UnknownSecretError(TickworkError):
         self.name = name
 
 
+class SecretHostError(TickworkError):
+    """A secret's value would be sent to a host not among its allowed hosts (tickwork.secrets.hosts).
+    `values`: the request's secret values, which its message must be redacted of (the host may hold one)."""
+
+    code = "secret_host_not_allowed"
+
+    def __init__(self, message: str, values: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.values = values
+
+
 class SealError(TickworkError):
     """A sealed value that does not open: wrong row, wrong field, tampered, or its key is gone."""
 

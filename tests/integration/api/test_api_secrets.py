@@ -31,7 +31,7 @@ def test_put_creates_then_replaces_and_never_shows_the_value(api: Api) -> None:
     replaced = api.call("PUT", "/secrets/TOKEN", {"value": VALUE + "2"})
     listed = api.call("GET", "/secrets")
     assert (created.status, replaced.status, listed.status) == (201, 200, 200)
-    assert created.body["name"] == "TOKEN" and set(created.body) == {"name", "created_at", "updated_at"}
+    assert created.body["name"] == "TOKEN" and set(created.body) == {"name", "allowed_hosts", "created_at", "updated_at"}
     assert replaced.body["created_at"] == created.body["created_at"]
     assert listed.body == {"items": [replaced.body], "next_cursor": None}
     assert all(VALUE not in reply.raw for reply in (created, replaced, listed))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from tickwork.api.models import Timestamp, _Strict
 from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
 from tickwork.api.routes import Cursor, JobsReader, Limit, SecretsWriter, needs, openapi_responses
-from tickwork.secrets import vault
+from tickwork.secrets import hosts, vault
 from tickwork.store.secrets import SecretRow
 from tickwork.tenant.access import JOBS_READ, SECRETS_WRITE
 from tickwork.timeutil import rfc3339
@@ -23,10 +23,16 @@ router = Router()
 class SecretPut(_Strict):
     # repr=False: powertools logs a route's arguments at DEBUG.
     value: str = Field(description=f"Up to {vault.MAX_VALUE_BYTES} bytes (UTF-8). Never shown again.", repr=False)
+    allowed_hosts: list[str] | None = Field(
+        None, max_length=hosts.MAX_ALLOWED_HOSTS, examples=[["api.example.com", "*.hooks.example.com"]],
+        description=f"The only hosts a request carrying this secret may go to: exact host names or `*.` and a "
+                    f"name (one more label), at most {hosts.MAX_ALLOWED_HOSTS}; null: any host. Left out when "
+                    "replacing a secret: it keeps its allowed hosts.")
 
 
 class SecretOut(BaseModel):
     name: str
+    allowed_hosts: list[str] | None = Field(description="null: the secret may be sent to any host.")
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -45,7 +51,8 @@ class SigningSecretOut(BaseModel):
             security=needs(SECRETS_WRITE), responses={**openapi_responses(200, 400, 409),
                        201: {"description": "Created", "content": {"application/json": {"model": SecretOut}}}})
 def put_secret(name: str, secret: SecretPut, scope: SecretsWriter) -> Response[SecretOut]:
-    row, created = vault.put_secret(scope, name, secret.value)
+    keep_hosts = "allowed_hosts" not in secret.model_fields_set
+    row, created = vault.put_secret(scope, name, secret.value, secret.allowed_hosts, keep_hosts)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
                     body=_out(row).model_dump())
 
@@ -77,4 +84,5 @@ def rotate_signing_secret(scope: SecretsWriter) -> SigningSecretOut:
 
 
 def _out(row: SecretRow) -> SecretOut:
-    return SecretOut(name=row.name, created_at=rfc3339(row.created_at) or "", updated_at=rfc3339(row.updated_at) or "")
+    return SecretOut(name=row.name, allowed_hosts=row.allowed_hosts, created_at=rfc3339(row.created_at) or "",
+                     updated_at=rfc3339(row.updated_at) or "")

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from tickwork import metrics
 from tickwork.dueindex.index import DueIndex
-from tickwork.errors import InvalidInputError, SealError, UnknownSecretError, UnsafeTargetError
+from tickwork.errors import InvalidInputError, SealError, SecretHostError, UnknownSecretError, UnsafeTargetError
 from tickwork.http import delivery
 from tickwork.http.redaction import redact, spellings
 from tickwork.http.targets import check_port, resolve_public_addresses, validate_target_url
@@ -163,6 +163,8 @@ class Executor:
             return delivery.failed_before_sending(exc.message)
         except SealError:
             return delivery.failed_before_sending("refused: a stored secret does not decrypt")
+        except SecretHostError as exc:
+            return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(exc.values)))
         except InvalidInputError as exc:  # its messages never quote the URL
             return delivery.failed_before_sending(f"refused: {exc.message}")
         timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)

@@ -12,8 +12,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from tickwork.http.signing import Signing, webhook_timestamp
+from tickwork.errors import SecretHostError
 from tickwork.models import StartedExecution
-from tickwork.secrets import interpolation, vault
+from tickwork.secrets import hosts, interpolation, vault
 from tickwork.secrets.crypto import Keyring, require_keyring
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PoolKeyStore
@@ -32,7 +33,8 @@ class TenantSecrets:
 
     def request_to_send(self, run: StartedExecution) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The run's request as sent (sealed headers opened, `${secrets.NAME}` replaced) and the secret
-        values it now holds; UnknownSecretError for a name the tenant lacks."""
+        values it now holds; UnknownSecretError for a name the tenant lacks, SecretHostError for a secret
+        the URL's host (as sent) is not one of the allowed hosts of."""
         request = run.request
         headers = request.get("headers") or {}
         if any(vault.is_sealed(v) for v in headers.values()):
@@ -42,9 +44,13 @@ class TenantSecrets:
         if not names:
             return dict(request), ()
         sealed = self._sealed_secrets(run.tenant_id)
-        values = {name: self._open(run.tenant_id, name, sealed[name]) for name in names if name in sealed}
+        values = {name: self._open(run.tenant_id, name, sealed[name].sealed) for name in names if name in sealed}
         expanded, used = interpolation.expand_request(request, values)
-        return expanded, tuple(values[name] for name in sorted(used))
+        sent = tuple(values[name] for name in sorted(used))
+        refused = hosts.refusal(expanded["url"], sorted(used), {name: sealed[name].allowed_hosts for name in used})
+        if refused is not None:
+            raise SecretHostError(refused, sent)
+        return expanded, sent
 
     def signing(self, run: StartedExecution) -> Signing:
         """The run's signature: its id, its planned instant (the scheduled second for a first attempt, the
@@ -62,7 +68,7 @@ class TenantSecrets:
                     known = self._signing[tenant_id] = vault.signing_keys(self.keyring, conn, tenant_id, now)
             return known
 
-    def _sealed_secrets(self, tenant_id: str) -> dict[str, str]:
+    def _sealed_secrets(self, tenant_id: str) -> dict[str, store.SealedSecret]:
         with self._lock:
             sealed = self._sealed.get(tenant_id)
             if sealed is None:

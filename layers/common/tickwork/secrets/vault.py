@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 from psycopg.types.json import Jsonb
@@ -21,7 +21,7 @@ from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, Sea
 from tickwork.http import signing
 from tickwork.http.redaction import is_sensitive_header
 from tickwork.models import Page
-from tickwork.secrets import interpolation
+from tickwork.secrets import hosts, interpolation
 from tickwork.secrets.crypto import CURRENT_VERSION_TTL_SECONDS, Keyring, require_keyring
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
@@ -40,24 +40,30 @@ SEALED_MARK = "\nsealed:"
 
 # ---------------------------------------------------------------- secrets
 
-def put_secret(scope: Scope, name: str, value: str) -> tuple[SecretRow, bool]:
-    """Create or replace a secret; returns it and whether it was created. The limit holds under
+def put_secret(
+    scope: Scope, name: str, value: str, allowed_hosts: Sequence[str] | None = None, keep_hosts: bool = False,
+) -> tuple[SecretRow, bool]:
+    """Create or replace a secret; returns it and whether it was created. `allowed_hosts` (None: any host;
+    tickwork.secrets.hosts) unless `keep_hosts`: then a replaced secret keeps its own. The limit holds under
     concurrent creates (the tenant's row is locked)."""
     _check_name(name)
     if len(value.encode()) > MAX_VALUE_BYTES:
         raise InvalidInputError("value", f"at most {MAX_VALUE_BYTES} bytes")
+    parsed = None if allowed_hosts is None or keep_hosts else hosts.parse_allowed_hosts(allowed_hosts)
     with scope.db.connection() as conn:
         sealed = _keyring(scope).seal(PgKeyStore(conn), value, _secret_context(scope.tenant_id, name))
         with conn.transaction():
-            return _put_sealed(conn, scope, name, sealed)
+            return _put_sealed(conn, scope, name, sealed, parsed, keep_hosts)
 
 
-def _put_sealed(conn: Any, scope: Scope, name: str, sealed: str) -> tuple[SecretRow, bool]:
+def _put_sealed(
+    conn: Any, scope: Scope, name: str, sealed: str, allowed_hosts: list[str] | None, keep_hosts: bool,
+) -> tuple[SecretRow, bool]:
     store.lock_tenant(conn, scope.tenant_id)
     adding = not store.secret_exists(conn, scope.tenant_id, name)
     if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
         raise ConflictError(f"a tenant has at most {MAX_SECRETS} secrets", field="name")
-    return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now)
+    return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now, allowed_hosts, keep_hosts)
 
 
 def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) -> Page[SecretRow]:
@@ -72,25 +78,22 @@ def delete_secret(scope: Scope, name: str) -> None:
             raise NotFoundError("secret not found")
 
 
-def check_references(conn: Any, tenant_id: str, request: Mapping[str, Any]) -> None:
-    """A job may only reference secrets that exist: 400 naming the first field that does not."""
-    refs = list(interpolation.references(request))
-    if not refs:
-        return
-    known = store.secret_names(conn, tenant_id)
-    for field_name, name in refs:
-        if name not in known:
-            raise InvalidInputError(field_name, f"unknown secret {name}")
-
-
-def check_size(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
-    """A job's request must fit the bounds of what it may expand to with its secrets at their largest
-    (tickwork.secrets.interpolation): 400 naming the field. Stored sealed headers an update keeps are opened
-    to be measured (their ciphertext is longer than what is sent, and hides any reference)."""
+def check_request(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
+    """A job's request as it is saved, 400 naming the field otherwise: it references only secrets that
+    exist, each sent only to a host it allows (tickwork.secrets.hosts), and it fits the bounds of what it
+    may expand to with its secrets at their largest (tickwork.secrets.interpolation). Stored sealed headers
+    an update keeps are opened to be checked (their ciphertext is longer than what is sent, and hides any
+    reference)."""
     headers = request.get("headers") or {}
     if any(is_sealed(v) for v in headers.values()):
         opened = opened_headers(require_keyring(keyring), PgKeyStore(conn), tenant_id, job_id, headers)
         request = {**request, "headers": opened}
+    if interpolation.has_references(request):
+        restrictions = store.secret_hosts(conn, tenant_id)
+        for field_name, name in interpolation.references(request):
+            if name not in restrictions:
+                raise InvalidInputError(field_name, f"unknown secret {name}")
+        hosts.check_request(request, restrictions)
     interpolation.check_worst_case(request, MAX_VALUE_BYTES)
 
 
@@ -186,6 +189,7 @@ def signing_keys(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> 
 
 
 def open_secret(keyring: Keyring, keys: Any, tenant_id: str, name: str, sealed: str) -> str:
+    """A secret's value, to be sent (tickwork.secrets.outgoing)."""
     return keyring.open(keys, sealed, _secret_context(tenant_id, name))
 
 

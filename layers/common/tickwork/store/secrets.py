@@ -10,12 +10,22 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
 
+_SECRET_COLUMNS = "id::text, name, created_at, updated_at, allowed_hosts"
+
+
 @dataclass(frozen=True)
 class SecretRow:
     id: str
     name: str
     created_at: datetime
     updated_at: datetime
+    allowed_hosts: list[str] | None  # None: any host (tickwork.secrets.hosts)
+
+
+@dataclass(frozen=True)
+class SealedSecret:
+    sealed: str
+    allowed_hosts: list[str] | None
 
 
 @dataclass(frozen=True)
@@ -82,15 +92,22 @@ def secret_exists(conn: Any, tenant_id: str, name: str) -> bool:
     return row is not None
 
 
-def put_secret(conn: Any, tenant_id: str, name: str, sealed: str, now: datetime) -> tuple[SecretRow, bool]:
-    """Create or replace; the row and whether it was created."""
+def put_secret(
+    conn: Any, tenant_id: str, name: str, sealed: str, now: datetime, allowed_hosts: list[str] | None,
+    keep_hosts: bool,
+) -> tuple[SecretRow, bool]:
+    """Create or replace; the row and whether it was created. `keep_hosts`: a replaced secret keeps its
+    allowed hosts (a new one gets `allowed_hosts`)."""
     row = conn.execute(
-        "INSERT INTO secrets (id, tenant_id, name, sealed, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (tenant_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at"
-        " RETURNING id::text, name, created_at, updated_at, xmax = 0",
-        (str(uuid.uuid4()), tenant_id, name, sealed, now, now),
+        "INSERT INTO secrets (id, tenant_id, name, sealed, created_at, updated_at, allowed_hosts)"
+        " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(sealed)s, %(now)s, %(now)s, %(hosts)s)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at,"
+        " allowed_hosts = CASE WHEN %(keep)s THEN secrets.allowed_hosts ELSE EXCLUDED.allowed_hosts END"
+        f" RETURNING {_SECRET_COLUMNS}, xmax = 0",
+        {"id": str(uuid.uuid4()), "tenant_id": tenant_id, "name": name, "sealed": sealed, "now": now,
+         "hosts": allowed_hosts, "keep": keep_hosts},
     ).fetchone()
-    return SecretRow(*row[:4]), bool(row[4])
+    return SecretRow(*row[:5]), bool(row[5])
 
 
 def delete_secret(conn: Any, tenant_id: str, name: str) -> bool:
@@ -105,19 +122,21 @@ def list_secrets(conn: Any, tenant_id: str, limit: int, before: tuple[datetime, 
         params.update(created_at=before[0], id=before[1])
     with conn.cursor(row_factory=class_row(SecretRow)) as cur:
         return cur.execute(
-            f"SELECT id::text, name, created_at, updated_at FROM secrets WHERE {where}"
+            f"SELECT {_SECRET_COLUMNS} FROM secrets WHERE {where}"
             " ORDER BY created_at DESC, id DESC LIMIT %(limit)s", params,
         ).fetchall()
 
 
-def sealed_secrets(conn: Any, tenant_id: str) -> dict[str, str]:
-    """Every secret of the tenant, sealed, by name."""
-    rows = conn.execute("SELECT name, sealed FROM secrets WHERE tenant_id = %s", (tenant_id,)).fetchall()
-    return {name: sealed for name, sealed in rows}
+def sealed_secrets(conn: Any, tenant_id: str) -> dict[str, SealedSecret]:
+    """Every secret of the tenant, sealed, with its allowed hosts, by name."""
+    rows = conn.execute("SELECT name, sealed, allowed_hosts FROM secrets WHERE tenant_id = %s", (tenant_id,))
+    return {name: SealedSecret(sealed, hosts) for name, sealed, hosts in rows.fetchall()}
 
 
-def secret_names(conn: Any, tenant_id: str) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT name FROM secrets WHERE tenant_id = %s", (tenant_id,))}
+def secret_hosts(conn: Any, tenant_id: str) -> dict[str, list[str] | None]:
+    """The allowed hosts of each of the tenant's secrets, by name (None: any host)."""
+    rows = conn.execute("SELECT name, allowed_hosts FROM secrets WHERE tenant_id = %s", (tenant_id,))
+    return {name: hosts for name, hosts in rows.fetchall()}
 
 
 # ---------------------------------------------------------------- signing secrets

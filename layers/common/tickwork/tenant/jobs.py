@@ -309,10 +309,9 @@ def _check_catchup_window(schedule: Schedule, window_seconds: int) -> None:
 
 
 def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
-    """The job as stored: the secrets it references exist, it fits the bounds of what it may expand to, its
-    sensitive header values are sealed."""
-    vault.check_references(conn, scope.tenant_id, job.request)
-    vault.check_size(scope.keyring, conn, scope.tenant_id, job.id, job.request)
+    """The job as stored: the secrets it references exist and allow its host, it fits the bounds of what it
+    may expand to, its sensitive header values are sealed."""
+    vault.check_request(scope.keyring, conn, scope.tenant_id, job.id, job.request)
     return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
 
 
