@@ -109,7 +109,8 @@ def test_a_wrong_key_shows_the_apis_error_and_the_right_one_signs_in_by_keyboard
     key_field.fill(console.runtime.api_key)
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Jobs", exact=True)).to_be_visible()
-    assert list(console.stored("sessionStorage").values()) == [console.runtime.api_key]
+    assert console.stored("sessionStorage") == {"tickwork.apiKey": console.runtime.api_key, "tickwork.scopes":
+                                                 '["jobs:read","jobs:write","runs:write","secrets:write","keys:admin"]'}
     assert console.stored("localStorage") == {}
     assert page.evaluate("document.cookie") == ""
     assert console.runtime.api_key not in page.url
@@ -307,6 +308,36 @@ def test_a_job_managed_by_a_file_shows_its_key_and_source(console: Console, targ
     expect(settings).to_contain_text("nightly-report")
     expect(settings).to_contain_text("reports-repo")
     expect(settings).to_contain_text("undone by its next apply")
+
+
+def test_a_read_only_key_sees_the_job_and_its_runs_but_no_button_that_would_change_them(
+    console: Console, target: Target,
+) -> None:
+    job = console.job(name="watched", schedule=HOURLY, request={"url": target.url + "/w"})
+    assert console.api("POST", f"/jobs/{job['id']}/run")[0] == 202
+    status, reader = console.api("POST", "/api-keys", {"name": "viewer", "scopes": ["jobs:read"]})
+    assert status == 201
+    page = console.page
+    console.sign_in(reader["key"])
+    expect(page.get_by_role("link", name="watched")).to_be_visible()
+    expect(page.get_by_role("link", name="New job")).to_have_count(0)
+    page.get_by_role("link", name="watched").click()
+    expect(page.locator(".times li")).to_have_count(10)
+    expect(page.locator("table tbody tr").first).to_be_visible()  # its run is listed
+    for name in ("Pause", "Resume", "Run now", "Delete"):
+        expect(page.get_by_role("button", name=name)).to_have_count(0)
+    expect(page.get_by_role("link", name="Edit")).to_have_count(0)
+    console.open("#/new")  # typed by hand: the form is not offered
+    expect(page.get_by_role("heading", name="Read only")).to_be_visible()
+    expect(page.get_by_label("Schedule")).to_have_count(0)
+    # A key that may run jobs but not edit them gets Run now alone.
+    status, runner = console.api("POST", "/api-keys", {"name": "runner", "scopes": ["jobs:read", "runs:write"]})
+    page.get_by_role("button", name="Sign out").click()
+    console.sign_in(runner["key"])
+    page.get_by_role("link", name="watched").click()
+    expect(page.get_by_role("button", name="Run now")).to_be_visible()
+    expect(page.get_by_role("button", name="Pause")).to_have_count(0)
+    expect(page.get_by_role("link", name="Edit")).to_have_count(0)
 
 
 def test_delete_asks_first(console: Console, target: Target) -> None:

@@ -2,12 +2,24 @@
 // a cookie or localStorage, and it is forgotten when the tab closes or the user signs out.
 
 const KEY = 'tickwork.apiKey';
+// The key's scopes (GET /api-keys/current), kept beside it: what the console offers to do. The API checks
+// them on every call anyway; this only hides what the key cannot do.
+const SCOPES = 'tickwork.scopes';
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY); },
-  save(key) { sessionStorage.setItem(KEY, key); },
-  forget() { sessionStorage.removeItem(KEY); },
+  get scopes() { return JSON.parse(sessionStorage.getItem(SCOPES) || 'null'); },
+  save(key, scopes) { sessionStorage.setItem(KEY, key); sessionStorage.setItem(SCOPES, JSON.stringify(scopes)); },
+  forget() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(SCOPES); },
 };
+
+// Whether the signed-in key holds `scope` (jobs:write, runs:write, ...).
+export const can = (scope) => (session.scopes || []).includes(scope);
+
+// The scopes of `key`, asked of the API: any live key may ask.
+export async function scopesOf(key = session.key) {
+  return (await api('GET', '/api-keys/current', undefined, key)).scopes;
+}
 
 export class ApiError extends Error {
   constructor(status, code, message, field) {

@@ -1,6 +1,6 @@
 // The console's entry point: a hash router over the views, the sign-in gate and the failure banner.
 
-import { session, ApiError, UnreachableError } from './api.js';
+import { can, scopesOf, session, ApiError, UnreachableError } from './api.js';
 import { h, replace } from './dom.js';
 import { zoneName } from './format.js';
 import { signInView } from './signin.js';
@@ -15,11 +15,20 @@ const banner = document.getElementById('banner');
 
 const ROUTES = [
   [/^#\/jobs\/?$/, (view) => jobsView(main, view)],
-  [/^#\/new$/, (view) => newJobView(main, view, navigate)],
-  [/^#\/jobs\/([^/]+)\/edit$/, (view, id) => editJobView(main, view, id, navigate)],
+  [/^#\/new$/, (view) => writer(() => newJobView(main, view, navigate))],
+  [/^#\/jobs\/([^/]+)\/edit$/, (view, id) => writer(() => editJobView(main, view, id, navigate))],
   [/^#\/jobs\/([^/]+)$/, (view, id) => jobView(main, view, id, navigate)],
   [/^#\/runs\/([^/]+)$/, (view, id) => runView(main, view, id)],
 ];
+
+// The job form, for a key that may change jobs; any other is told why there is none (the API would refuse).
+function writer(show) {
+  if (can('jobs:write')) return show();
+  replace(main, h('h1', { tabindex: '-1' }, 'Read only'),
+    h('p', {}, 'This API key cannot create or change jobs: it lacks the scope jobs:write.'),
+    h('p', {}, h('a', { href: '#/jobs' }, 'Back to the jobs')));
+  return undefined;
+}
 
 // One per page shown: its polling stops when the user goes elsewhere.
 class View {
@@ -66,6 +75,8 @@ async function render() {
   if (!route) { navigate('#/jobs'); return; }
   const args = hash.match(route[0]).slice(1).map(decodeURIComponent);
   try {
+    if (session.scopes === null) session.save(session.key, await scopesOf());  // signed in before scopes existed
+    document.getElementById('nav-new').hidden = !can('jobs:write');
     await route[1](view, ...args);
     if (view.alive) focusHeading();
   } catch (error) {

@@ -1,6 +1,6 @@
 // One job: its settings, next 10 fire times, a chart of recent runs, the paged runs table and its actions.
 
-import { api, query, ApiError } from './api.js';
+import { api, can, query, ApiError } from './api.js';
 import { h, replace, link, badge, definitions } from './dom.js';
 import { absTime, relTime, runStats, percent, duration, lagMs, durationMs } from './format.js';
 import { runChart, MEASURES } from './chart.js';
@@ -67,14 +67,16 @@ export async function jobView(main, view, id, navigate) {
     const paused = job.status === 'paused';
     // Pause and Resume swap places: keep the keyboard focus on the one that replaced the button pressed.
     const focused = actions.contains(document.activeElement);
-    const toggle = job.status === 'active'
+    // Only what the key's scopes allow is offered (a read-only key gets no buttons at all).
+    const writes = can('jobs:write');
+    const toggle = !writes ? null : job.status === 'active'
       ? button('Pause', () => guard(act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)))
       : paused ? button('Resume', () => guard(act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob))) : null;
     replace(actions,
-      h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit'), toggle,
-      button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
-        h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))),
-      button('Delete', () => confirm.open(job.name), { class: 'danger' }));
+      writes ? h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit') : null, toggle,
+      can('runs:write') ? button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
+        h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))) : null,
+      writes ? button('Delete', () => confirm.open(job.name), { class: 'danger' }) : null);
     if (focused && toggle) toggle.focus();
     replace(settings, settingsList(job));
     replace(upcoming, await nextRuns(job));

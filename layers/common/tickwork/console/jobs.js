@@ -1,7 +1,7 @@
 // The jobs table: name, schedule in words, zone, status, next run, last run, success rate and fire lag p50
 // over each job's last 50 runs (computed here from GET /jobs/{id}/executions), filtered by status and name.
 
-import { api, query, ApiError } from './api.js';
+import { api, can, query, ApiError } from './api.js';
 import { h, replace, link, badge } from './dom.js';
 import { absTime, relTime, runStats, percent, duration } from './format.js';
 
@@ -35,7 +35,8 @@ export async function jobsView(main, view) {
   statusFilter.addEventListener('change', applyFilter);
   nameFilter.addEventListener('input', applyFilter);
   replace(main, 
-    h('div', { class: 'title-row' }, h('h1', { tabindex: '-1' }, 'Jobs'), h('a', { class: 'button', href: '#/new' }, 'New job')),
+    h('div', { class: 'title-row' }, h('h1', { tabindex: '-1' }, 'Jobs'),
+      can('jobs:write') ? h('a', { class: 'button', href: '#/new' }, 'New job') : null),
     h('form', { class: 'filters', role: 'search', onsubmit: (e) => e.preventDefault() },
       h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), statusFilter),
       h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name contains'), nameFilter)),
