@@ -72,8 +72,7 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
         current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
         planned = jobs.new_job(scope, draft) if current is None else jobs.replaced(scope, conn, current, draft)
         if current is None or planned.request != current.request:
-            vault.check_references(conn, scope.tenant_id, planned.request)
-            vault.check_size(scope.keyring, conn, scope.tenant_id, planned.id, planned.request)
+            vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request)
         if current is None or planned != current:
             quotas.enforce(conn, scope.settings, current, planned)
     if current is None:
