@@ -2,7 +2,7 @@
 // A run still in progress says so and reloads itself until it ends. A failed, lost or missed run has a
 // Replay button (POST /executions/{id}/replay): the same run is sent again, and the page follows it.
 
-import { api, ApiError } from './api.js';
+import { api, can, ApiError } from './api.js';
 import { h, replace, link, badge, definitions } from './dom.js';
 import { absTime, duration, lagMs, durationMs, IN_PROGRESS } from './format.js';
 
@@ -27,7 +27,7 @@ export async function runView(main, view, id) {
   document.title = `Run · ${jobName} · Tickwork`;
   const show = () => {
     replace(content, ...runContent(run));
-    replace(actions, REPLAYABLE.has(run.status) && jobName !== 'deleted job'
+    replace(actions, REPLAYABLE.has(run.status) && jobName !== 'deleted job' && can('runs:write')
       ? h('button', { type: 'button', onclick: () => replay().catch((error) => view.fail(error)) }, 'Replay') : null);
   };
   show();
