@@ -9,6 +9,7 @@ from typing import Any
 from tickwork.api.admin import handle_admin, is_admin_event
 from tickwork.api.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
+from tickwork.runs.completion import loggable_path
 from tickwork.wiring import services
 
 # The resolver keeps the current request in shared state. Lambda sends one request at a time per
@@ -26,10 +27,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return authorize(services().db, event)
     with _one_request_at_a_time:
         response = _resolver().resolve(event, context)
-    # The path, never the query string or headers: they may carry a key.
+    # The path (a callback's token masked), never the query string or headers: they may carry a key.
     http = event.get("requestContext", {}).get("http", {})
-    logger.info("request answered",
-                extra={"method": http.get("method"), "path": event.get("rawPath"), "status": response.get("statusCode")})
+    logger.info("request answered", extra={"method": http.get("method"), "path": loggable_path(event.get("rawPath")),
+                                           "status": response.get("statusCode")})
     return response
 
 

@@ -7,6 +7,7 @@ executor invocations go through a ChaoticInvoker instead: Lambda's asynchronous 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
@@ -78,6 +79,8 @@ class LocalRuntime:
         functions = Functions.load(self._functions_dir)
         # Bind first: a port in use fails the start before anything is written.
         self._server = ApiServer(*self._address, functions.api)
+        if not self.settings.public_api_url:  # callback URLs point at this server (tickwork.runs.completion)
+            self.settings = dataclasses.replace(self.settings, public_api_url=self._server.url)
         self._invoker = (LocalInvoker(functions.executor) if self._chaos is None
                          else ChaoticInvoker(functions.executor, self._chaos))
         self._services = build_services(self.settings, invoker=self._invoker, db_pool_size=DB_POOL_SIZE,

@@ -11,6 +11,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tickwork.runs.completion import loggable_path
 from tickwork_local import apigw
 from tickwork_local.functions import LambdaFunction
 
@@ -70,7 +71,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except apigw.MalformedResponseError as exc:
             logger.error("API handler returned a malformed response: %s", exc)
         except Exception:  # API Gateway answers 500 when the integration fails; so do we, after logging it
-            logger.exception("API handler failed on %s %s", self.command, event["rawPath"])
+            logger.exception("API handler failed on %s %s", self.command, loggable_path(event["rawPath"]))
         return apigw.internal_error()
 
     def _read_body(self) -> bytes:
@@ -106,8 +107,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(response.body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        # The request line only, at DEBUG: never headers or bodies, which carry API keys.
-        logger.debug("%s " + format, self.address_string(), *args)
+        # The request line only (a callback's token masked), at DEBUG: never headers or bodies, which carry API keys.
+        logger.debug("%s " + format, self.address_string(), *(loggable_path(a) if isinstance(a, str) else a for a in args))
 
 
 class ApiServer:

@@ -20,7 +20,9 @@ class Dispatch:
     execution_id: str
     attempt: int
     fire_at_ms: int
-    kind: str = "run"  # or "notification": execution_id is then a notification's id (tickwork.notifications.events)
+    # or "notification": execution_id is then a notification's id (tickwork.notifications.events); or
+    # "completion": the check of a run awaiting its completion callback, at its deadline (tickwork.runs.completion)
+    kind: str = "run"
     # The tenant whose runs in flight this dispatch counts among (tickwork.dispatch.budget): its executor gives
     # the place back when it ends. Empty: it holds none. Bookkeeping, not what is dispatched: not compared.
     tenant_id: str = field(default="", compare=False)
@@ -78,6 +80,7 @@ class JobRow:
     key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
     source: str | None = None  # the label of what manages it (a jobs file, a stack)
     spread_seconds: int = 0
+    completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.runs.completion
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class StartedExecution:
     success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
+    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.runs.completion)
     # A replayed run (tickwork.rules.replay): the attempt count its latest replay started from, and how many
     # times it was replayed. The retry policy counts attempts from replay_base.
     replay_base: int = 0

@@ -171,6 +171,9 @@ class Settings:
     # The only ports a target URL may use (a request to another would wait for its timeout at the security
     # group); empty: any.
     target_ports: tuple[int, ...] = DEFAULT_TARGET_PORTS
+    # The API's public base URL, for the callback URL of a job completed by callback (tickwork.runs.completion);
+    # empty: such jobs' attempts are refused.
+    public_api_url: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -232,6 +235,7 @@ class Settings:
             target_ca_bundle=_readable_file(env, "TICKWORK_TARGET_CA_BUNDLE"),
             connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
             target_ports=_ports(env, "TICKWORK_TARGET_PORTS"),
+            public_api_url=(env.get("TICKWORK_PUBLIC_API_URL") or "").strip().rstrip("/"),
         )
 
 

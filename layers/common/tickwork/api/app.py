@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
-from tickwork.api import bykey, console, docs, errors, executions, health, replays, stats
+from tickwork.api import bykey, callbacks, console, docs, errors, executions, health, replays, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.keys import router as keys_router
@@ -34,7 +34,7 @@ app.configure_openapi(
 app.include_router(bykey.router)
 app.include_router(router)
 for extra in (executions.router, replays.router, stats.router, health.router, docs.router, keys_router, secrets_router,
-              notifications_router, console.router):
+              notifications_router, console.router, callbacks.router):
     app.include_router(extra)
 errors.register(app)
 

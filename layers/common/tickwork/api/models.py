@@ -34,6 +34,7 @@ from tickwork.rules.retry import (
     DEFAULT_STRATEGY,
     MAX_DELAY_SECONDS,
 )
+from tickwork.runs import completion as completion_rules
 from tickwork.schedule.hashing import MAX_SPREAD_SECONDS
 from tickwork.tenant import bykey
 from tickwork.tenant import access
@@ -140,7 +141,8 @@ JobKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=
                   Field(examples=["nightly-report"])]
 Source = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=SOURCE_PATTERN),
                    Field(examples=["reports-repo"])]
-ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "succeeded", "failed", "skipped", "missed", "lost"]
+ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "awaiting_completion", "succeeded", "failed",
+                          "skipped", "missed", "lost"]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
 JobStatus = Literal["active", "paused", "completed"]
@@ -213,6 +215,16 @@ class SuccessSpec(_Strict):
         "Text the response body (its first 4 KiB) must contain."))
 
 
+class CompletionSpec(_Strict):
+    """How a run ends: by the target's answer (response), or by the target calling the URL it was sent in
+    Tickwork-Callback-Url once its work is done (callback)."""
+
+    mode: Literal["response", "callback"] = "response"
+    timeout_seconds: int | None = Field(None, ge=1, le=completion_rules.MAX_TIMEOUT_SECONDS, description=(
+        "callback only: how long a run awaits its callback after the target accepted it; then its attempt fails "
+        f"(default {completion_rules.DEFAULT_TIMEOUT_SECONDS})."))
+
+
 class JobCreate(_Strict):
     name: Name
     schedule: ScheduleText
@@ -240,6 +252,7 @@ class JobCreate(_Strict):
     source: Source | None = Field(None, description=(
         "A label for what manages the job (a jobs file applied by the CLI, a CloudFormation stack): "
         "`tickwork apply --prune` only deletes jobs of its own file's label."))
+    completion: CompletionSpec = Field(default_factory=CompletionSpec)
 
 
 class RequestPatch(_Strict):
@@ -284,6 +297,7 @@ class JobPatch(_Strict):
     success: SuccessSpec | None = None
     key: Unchanged[JobKey] = Field(None, description="Sets the key of a job that has none; a set key cannot change.")
     source: Source | None = Field(None, description="null clears it.")
+    completion: Unchanged[CompletionSpec] = Field(None, description="Replaces the whole setting.")
 
 
 class PreviewRequest(_Strict):

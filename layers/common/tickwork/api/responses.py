@@ -46,6 +46,11 @@ class SuccessOut(BaseModel):
     body_contains: str | None = None
 
 
+class CompletionOut(BaseModel):
+    mode: Literal["response", "callback"]
+    timeout_seconds: int | None = Field(description="callback only: how long a run awaits its callback.")
+
+
 class JobOut(BaseModel):
     id: str
     name: str
@@ -70,6 +75,7 @@ class JobOut(BaseModel):
     success: SuccessOut | None = None
     key: str | None = Field(None, description="Its stable name (PUT /jobs/by-key/{key}); null when it has none.")
     source: str | None = Field(None, description="What manages it (a jobs file's label, a stack); null when unset.")
+    completion: CompletionOut = Field(description="How its runs end: by the answer, or by a callback.")
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -99,6 +105,8 @@ class ExecutionOut(BaseModel):
     missed_count: int | None = Field(None, description="For a missed run: how many slots it stands for.")
     replay_count: int = Field(0, description="How many times the run was replayed (POST /executions/{id}/replay).")
     replayed_at: Timestamp | None = Field(None, description="When it was last replayed; null if never.")
+    completion_deadline: Timestamp | None = Field(None, description=(
+        "While awaiting_completion: when the attempt fails unless its callback is called."))
 
 
 class AttemptOut(BaseModel):
@@ -109,6 +117,7 @@ class AttemptOut(BaseModel):
     error: str | None
     response_body: str | None = Field(description="The first 1024 characters of the stored response body.")
     response_truncated: bool
+    output: str | None = Field(None, description="What the completion callback reported (callback mode).")
 
 
 class ExecutionDetail(ExecutionOut):
@@ -176,6 +185,7 @@ class RunCounts(BaseModel):
     waiting: int
     running: int
     retrying: int
+    awaiting_completion: int
     succeeded: int
     failed: int
     skipped: int

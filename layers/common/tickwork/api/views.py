@@ -22,6 +22,7 @@ from tickwork.api.responses import (
     RetryOut,
 )
 from tickwork.models import JobRow
+from tickwork.runs import completion
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.specs import job_schedule
 from tickwork.store.history import AttemptRow, ExecutionRow
@@ -48,7 +49,8 @@ def job_out(job: JobRow) -> JobOut:
         catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
         spread_seconds=job.spread_seconds, tags=list(job.tags), description=job.description,
         notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
-        success=job.success, key=job.key, source=job.source, created_at=_time(job.created_at),
+        success=job.success, key=job.key, source=job.source, completion=completion.shown(job.completion),
+        created_at=_time(job.created_at),
         updated_at=_time(job.updated_at),
     )
 
@@ -73,6 +75,7 @@ def execution_out(execution: ExecutionRow) -> ExecutionOut:
         started_at=rfc3339(execution.started_at), finished_at=rfc3339(execution.finished_at),
         last_error=execution.last_error, missed_count=execution.missed_count,
         replay_count=execution.replay_count, replayed_at=rfc3339(execution.replayed_at),
+        completion_deadline=rfc3339(execution.completion_deadline) if execution.status == completion.AWAITING else None,
     )
 
 
@@ -80,7 +83,7 @@ def attempt_out(attempt: AttemptRow) -> AttemptOut:
     return AttemptOut(
         number=attempt.number, started_at=_time(attempt.started_at), duration_ms=attempt.duration_ms,
         status_code=attempt.status_code, error=attempt.error, response_body=attempt.response_body,
-        response_truncated=attempt.response_truncated,
+        response_truncated=attempt.response_truncated, output=attempt.output,
     )
 
 

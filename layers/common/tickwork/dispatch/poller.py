@@ -115,7 +115,7 @@ def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], b
 def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int) -> None:
     if not entry.is_job:
         execution_id, attempt = entry.execution()
-        kind = "notification" if entry.is_notification else "run"
+        kind = "notification" if entry.is_notification else "completion" if entry.is_completion else "run"
         plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score, kind)))
         return
     schedule = _schedule_or_none(entry)

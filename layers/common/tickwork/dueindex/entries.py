@@ -1,5 +1,6 @@
 """What the due index holds, as members of its sorted sets: a job (`j:<id>`), scored by its next slot, and
-one-shot dispatches of an execution (`e:<id>:<attempt>`) or a notification (`n:<id>:<attempt>`)."""
+one-shot dispatches of an execution (`e:<id>:<attempt>`), a notification (`n:<id>:<attempt>`) or the check of a
+run awaiting its completion callback at its deadline (`c:<id>:<attempt>`, tickwork.runs.completion)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ from typing import Any
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
 NOTIFICATION_PREFIX = "n:"
+COMPLETION_PREFIX = "c:"
 
 
 def encode_spec(spec: dict[str, Any]) -> str:
@@ -25,6 +27,10 @@ def execution_member(execution_id: str, attempt: int) -> str:
 
 def notification_member(notification_id: str, attempt: int) -> str:
     return f"{NOTIFICATION_PREFIX}{notification_id}:{attempt}"
+
+
+def completion_member(execution_id: str, attempt: int) -> str:
+    return f"{COMPLETION_PREFIX}{execution_id}:{attempt}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,10 @@ class DueEntry:
     @property
     def is_notification(self) -> bool:
         return self.member.startswith(NOTIFICATION_PREFIX)
+
+    @property
+    def is_completion(self) -> bool:
+        return self.member.startswith(COMPLETION_PREFIX)
 
     def execution(self) -> tuple[str, int]:
         """(execution or notification id, attempt) of a one-shot member."""

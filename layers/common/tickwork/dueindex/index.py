@@ -7,6 +7,8 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
 - `e:<execution id>:<attempt>`: a one-shot dispatch of an existing execution (a retry, a manual run).
   Claiming removes it; Postgres still holds the execution, so the sweeper can put it back.
 - `n:<notification id>:<attempt>`: the same for a notification attempt (tickwork.notifications.events).
+- `c:<execution id>:<attempt>`: the same for the check, at its deadline, of a run awaiting its completion
+  callback (tickwork.runs.completion).
 
 A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
 The set, the hash, the marker and the rebuild key of one shard share one hash tag, so the scripts also
@@ -116,6 +118,10 @@ class DueIndex:
     def schedule_notification(self, notification_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
         self.shards[shard_of(notification_id, self.count)].schedule_notification(
             notification_id, attempt, due_ms, pipeline)
+
+    def schedule_completion_check(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        self.shards[shard_of(execution_id, self.count)].schedule_completion_check(execution_id, attempt, due_ms,
+                                                                                  pipeline)
 
     def restore_notifications(self, attempts: Sequence[tuple[str, int, int]]) -> int:
         return sum(shard.restore_notifications([attempts[i] for i in positions])

@@ -12,6 +12,7 @@ from tickwork.dueindex.entries import (
     Claim,
     DueEntry,
     DuePage,
+    completion_member,
     encode_spec,
     execution_member,
     job_member,
@@ -162,6 +163,11 @@ class Shard:
     def schedule_notification(self, notification_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
         target = pipeline if pipeline is not None else self.redis
         target.zadd(self.due_key, {notification_member(notification_id, attempt): due_ms})
+
+    def schedule_completion_check(self, execution_id: str, attempt: int, due_ms: int, pipeline: Any = None) -> None:
+        """Queue the check of a run awaiting its completion callback, at its deadline."""
+        target = pipeline if pipeline is not None else self.redis
+        target.zadd(self.due_key, {completion_member(execution_id, attempt): due_ms})
 
     def restore_notifications(self, attempts: Sequence[tuple[str, int, int]]) -> int:
         """Put back (id, attempt, due ms) notification dispatches missing from the set, as restore_executions."""

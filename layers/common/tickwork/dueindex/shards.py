@@ -68,8 +68,8 @@ def shard_of(entity_id: str, count: int) -> int:
 
 def member_shard(member: str, count: int) -> int:
     """The shard of a due-set member: `j:<job id>`, `e:<execution id>:<attempt>` or
-    `n:<notification id>:<attempt>` (a one-shot dispatch goes by its id)."""
+    `n:<notification id>:<attempt>` or `c:<execution id>:<attempt>` (a one-shot dispatch goes by its id)."""
     if count == 1:
         return 0
     kind, _, rest = member.partition(":")
-    return shard_of(rest.rsplit(":", 1)[0] if kind in ("e", "n") else rest, count)
+    return shard_of(rest.rsplit(":", 1)[0] if kind in ("e", "n", "c") else rest, count)

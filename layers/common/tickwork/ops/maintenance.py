@@ -6,6 +6,8 @@
 2. Sweep: put back dispatches that were lost (a run queued too long, a retry overdue or gone from the
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.notifications.sweep).
+   Runs awaiting their completion callback past their deadline whose check the index lost are settled
+   (tickwork.runs.awaiting).
 3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
    older than the retention, oldest first, a batch at a time until done or the pass's
    time for it is spent, and likewise Idempotency-Keys older than 24 hours and finished notifications.
@@ -34,7 +36,7 @@ from tickwork.http.delivery import request_timeout_seconds
 from tickwork.models import Dispatch
 from tickwork.notifications import sweep
 from tickwork.rules import replay, retry
-from tickwork.runs import bounds, ends
+from tickwork.runs import awaiting, bounds, ends
 from tickwork.secrets import vault
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
@@ -75,6 +77,7 @@ class MaintenanceReport:
     redispatched: int = 0
     retried: int = 0
     lost: int = 0
+    completions_settled: int = 0  # runs awaiting their completion whose deadline check the index lost
     pruned: int = 0
     history_pruned: int = 0  # past tenants' max_history_rows
     idempotency_keys_pruned: int = 0
@@ -110,6 +113,8 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
             reconcile(conn, index, now, svc.settings, report)
             report.redispatched = redispatch_awaiting(conn, index, now, svc.settings)
             report.retried, report.lost = expire_running(conn, index, now, svc.settings)
+            report.completions_settled = awaiting.sweep(conn, index, now, svc.settings.sweep_after_seconds,
+                                                        bool(svc.settings.operator_topic_arn), random.random)
             report.notifications_redispatched, report.notifications_lost = sweep.sweep(
                 conn, index, now, svc.settings, BATCH)
             report.history_pruned = prune_history(conn, svc.settings, budget)

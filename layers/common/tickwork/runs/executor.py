@@ -30,9 +30,10 @@ from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
 from tickwork.rules import replay, retry, success
-from tickwork.runs import bounds, ends
+from tickwork.runs import awaiting, bounds, completion, ends
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
+from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
@@ -167,6 +168,15 @@ class Executor:
             return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(exc.values)))
         except InvalidInputError as exc:  # its messages never quote the URL
             return delivery.failed_before_sending(f"refused: {exc.message}")
+        headers, hidden = run_headers(run), values
+        if completion.is_callback(run.completion):
+            token = self._callback_token(run)
+            if token is None:
+                return delivery.failed_before_sending(
+                    "refused: completion by callback needs the public API URL (TICKWORK_PUBLIC_API_URL)")
+            headers[completion.HEADER] = completion.callback_url(self.svc.settings.public_api_url, run.id,
+                                                                 run.attempt, token)
+            hidden = (*values, token)  # a target echoing its request does not get the token into history
         timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
         pinned = None
         if not self.svc.settings.allow_private_targets:
@@ -178,8 +188,18 @@ class Executor:
                 return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(values)))
             except OSError:
                 return delivery.failed_before_sending("connection failed: could not resolve host")
-        return delivery.prepare(self.http, request, run_headers(run), timeout, pinned_address=pinned,
-                                started_at=run.attempt_started_at, signing=signing, secrets=values)
+        return delivery.prepare(self.http, request, headers, timeout, pinned_address=pinned,
+                                started_at=run.attempt_started_at, signing=signing, secrets=hidden)
+
+    def _callback_token(self, run: StartedExecution) -> str | None:
+        """A new token for this attempt's callback URL, its hash stored first (a target may call back before
+        its answer is recorded); None without a public API URL to build the URL on."""
+        if not self.svc.settings.public_api_url:
+            return None
+        token = completion.new_token()
+        with self.svc.db.connection() as conn:
+            completions_store.arm(conn, run.id, run.attempt, completion.token_hash(token))
+        return token
 
     def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
         """Open the connection of a run made ready without one (its target closes connections that wait,
@@ -218,8 +238,13 @@ class Executor:
         plain: list[Decided] = []
         releasing: list[Decided] = []
         ending: list[Decided] = []  # ends that may raise notifications (tickwork.runs.ends), written with them
+        answered: list[completions_store.Answered] = []  # accepted, awaiting their callback (tickwork.runs.awaiting)
         for d in decided:
-            if d.final and ends.may_notify(d.run, d.decision.status, operator):
+            if d.decision.status == completion.AWAITING:
+                answered.append(completions_store.Answered(
+                    d.run.id, d.run.attempt, completion.deadline(now, d.run.completion), d.sent_at,
+                    d.outcome.duration_ms, d.outcome.status_code, d.outcome.body))
+            elif d.final and ends.may_notify(d.run, d.decision.status, operator):
                 ending.append(d)
             else:
                 (releasing if d.final and d.run.overlap != "allow" else plain).append(d)
@@ -227,6 +252,8 @@ class Executor:
         noted = ends.Noted()
         with self.svc.db.connection() as conn:
             kept = store.finish_attempts(conn, [d.finished() for d in plain])
+            waiting, checks = awaiting.record(conn, answered, now)
+            kept |= waiting
             for d in releasing:
                 ours, freed = store.finish_attempt(conn, *d.finished())
                 if ours:
@@ -238,7 +265,7 @@ class Executor:
                                          operator)
                 kept |= noted.kept
                 released += noted.released
-        self._queue_followers(decided, kept, released, noted)
+        self._queue_followers(decided, kept, released, noted, checks)
         statuses = {}
         for d in decided:
             statuses[d.run.id] = d.decision.status if d.run.id in kept else "superseded"
@@ -247,18 +274,35 @@ class Executor:
                                   d.outcome.duration_ms) for d in decided])
         return statuses
 
+    def settle_waits(self, checks: Sequence[Dispatch]) -> list[str]:
+        """At each one's deadline, settle a run awaiting its completion (tickwork.runs.awaiting); returns each
+        one's new status, or 'unchanged' (completed already, or its deadline moved)."""
+        outcomes = []
+        operator = bool(self.svc.settings.operator_topic_arn)
+        for check in checks:
+            self.wait_until(check.fire_at_ms)
+            now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+            with self.svc.db.connection() as conn:
+                status = awaiting.settle(conn, self.index, check.execution_id, check.attempt, now, operator,
+                                         self.uniform)
+            outcomes.append(status or "unchanged")
+        return outcomes
+
     def _decide(self, result: Result, now: datetime) -> Decided:
         """The outcome as the job's success rules judge it, and what comes next."""
         run, outcome = result.run, success.judge(result.run.success, result.outcome)
         policy = retry.RetryPolicy.from_dict(run.retry)
         decision = retry.decide(policy, replay.replay_attempt(run.attempt, run.replay_base), outcome.succeeded,
                                 outcome.retryable, now, outcome.retry_after_seconds, self.uniform)
+        if decision.status == "succeeded" and completion.is_callback(run.completion):
+            decision = retry.Decision(completion.AWAITING)  # the target accepted the work: it calls back when done
         return Decided(run, result.sent_at, outcome, decision)
 
-    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted) -> None:
+    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted,
+                         checks: list[awaiting.Check]) -> None:
         retries = [(d.run, d.decision.next_attempt_at) for d in decided
                    if d.run.id in kept and d.decision.next_attempt_at]
-        if not retries and not released and not noted:
+        if not retries and not released and not noted and not checks:
             return
         pipe = self.index.pipeline()
         for run, at in retries:
@@ -266,6 +310,7 @@ class Executor:
         for execution_id in released:
             self.index.schedule_execution(execution_id, 1, int(self.clock() * 1000), pipeline=pipe)
         ends.queue(self.index, noted, int(self.clock() * 1000), pipe)
+        awaiting.queue_checks(self.index, checks, pipe)
         pipe.execute()
 
 
@@ -391,11 +436,13 @@ def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] |
 
 
 def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
-    """Runs first, then notifications (a notification target never delays a run); outcomes in event order."""
+    """Runs first, then notifications (a notification target never delays a run), then the deadlines of runs
+    awaiting their completion; outcomes in event order."""
     try:
         executor = Executor(svc, http_client(svc.settings))
         runs = [d for d in dispatches if d.kind == "run"]
         notes = [d for d in dispatches if d.kind == "notification"]
+        checks = [d for d in dispatches if d.kind == "completion"]
         try:
             ran = executor.run(runs)  # gives each run's place back as it ends
         except BaseException:
@@ -403,7 +450,8 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
             raise
         outcomes = iter(ran)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
-        return {"outcomes": [next(outcomes) if d.kind == "run" else next(delivered) for d in dispatches
-                             if d.kind in ("run", "notification")]}
+        settled = iter(executor.settle_waits(checks))
+        by_kind = {"run": outcomes, "notification": delivered, "completion": settled}
+        return {"outcomes": [next(by_kind[d.kind]) for d in dispatches if d.kind in by_kind]}
     finally:
         metrics.flush()

@@ -198,7 +198,7 @@ UPDATE executions e
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
    AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1 OR e.replay_count > 0) AND NOT {_STOPPED}
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count
+          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count, j.completion
 """
 
 
@@ -229,6 +229,7 @@ def stopped_runs(conn: Any, execution_ids: Sequence[str]) -> dict[str, str]:
 _IN_PROGRESS = """
 SELECT EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s
                   AND (status = 'running' OR (status = 'retrying' AND replay_count = 0)))
+    OR EXISTS (SELECT 1 FROM executions WHERE job_id = %(job)s AND id <> %(id)s AND status = 'awaiting_completion')
 """
 
 _SKIPPED_BUSY = "skipped: the previous run was still in progress (overlap skip)"

@@ -14,7 +14,7 @@ RESPONSE_PREVIEW_CHARS = 1024
 
 _EXECUTION_COLUMNS = (
     "id::text, job_id::text, scheduled_for, trigger, status, attempt_count, next_attempt_at, created_at,"
-    " started_at, finished_at, last_error, missed_count, replay_count, replayed_at"
+    " started_at, finished_at, last_error, missed_count, replay_count, replayed_at, completion_deadline"
 )
 
 
@@ -34,6 +34,7 @@ class ExecutionRow:
     missed_count: int | None = None
     replay_count: int = 0
     replayed_at: datetime | None = None
+    completion_deadline: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class AttemptRow:
     error: str | None
     response_body: str | None
     response_truncated: bool
+    output: str | None = None
 
 
 def list_executions(
@@ -95,7 +97,7 @@ def list_attempts(conn: Any, execution_id: str) -> list[AttemptRow]:
     with conn.cursor(row_factory=class_row(AttemptRow)) as cur:
         return cur.execute(
             "SELECT number, started_at, duration_ms, status_code, error, left(response_body, %(n)s) AS response_body,"
-            " coalesce(length(response_body) > %(n)s, false) AS response_truncated"
+            " coalesce(length(response_body) > %(n)s, false) AS response_truncated, output"
             " FROM attempts WHERE execution_id = %(id)s ORDER BY number",
             {"id": execution_id, "n": RESPONSE_PREVIEW_CHARS},
         ).fetchall()

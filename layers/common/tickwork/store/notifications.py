@@ -32,7 +32,7 @@ UPDATE jobs j
 # A run as the executor would have started it (store.executions._START), for the sweeper ending it.
 _RUN = """
 SELECT e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-       j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count
+       j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count, j.completion
   FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %(id)s
 """
 

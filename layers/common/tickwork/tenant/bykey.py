@@ -122,7 +122,8 @@ def _definition(job: JobRow) -> dict[str, Any]:
     flat.update({f"retry.{name}": value for name, value in job.retry.items()})
     flat.update({"overlap": job.overlap, "catchup": job.catchup, "catchup_window_seconds": job.catchup_window_seconds,
                  "tags": list(job.tags), "description": job.description, "notify": job.notify,
-                 "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source})
+                 "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source,
+                 "completion": job.completion})
     return flat
 
 

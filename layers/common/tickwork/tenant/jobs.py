@@ -18,6 +18,7 @@ from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
+from tickwork.runs import completion
 from tickwork.schedule import hashing
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
@@ -71,6 +72,7 @@ class JobDraft:
     key: str | None = None
     source: str | None = None
     spread_seconds: int = 0
+    completion: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------- jobs
@@ -101,6 +103,7 @@ def new_job(scope: Scope, draft: JobDraft) -> JobRow:
         description=draft.description,
         notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
         success=draft.success, key=draft.key, source=draft.source, spread_seconds=draft.spread_seconds,
+        completion=_checked_completion(draft.completion),
     )
     return replace(job, next_run_at=_require_run(job, scope.now))
 
@@ -248,6 +251,8 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
         updated = replace(updated, retry={**job.retry, **changes["retry"]})
     if "notify" in changes:
         updated = replace(updated, notify=_checked_notify(scope.settings, changes["notify"]))
+    if "completion" in changes:
+        updated = replace(updated, completion=_checked_completion(changes["completion"]))
     if any(name in changes for name in _TIMING_FIELDS):
         updated = _rescheduled(scope, updated, changes)
     if "schedule" in changes or "catchup_window_seconds" in changes:
@@ -267,6 +272,7 @@ def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> JobRow:
         overlap=draft.overlap, catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
         tags=list(draft.tags), description=draft.description, notify=_checked_notify(scope.settings, draft.notify),
         pause_after_failures=draft.pause_after_failures, success=draft.success, source=draft.source,
+        completion=_checked_completion(draft.completion),
     )
     updated = _rescheduled(scope, updated, {name: getattr(draft, name) for name in _TIMING_FIELDS})
     _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
@@ -383,6 +389,13 @@ def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str
     if checked.get("method") is None:
         checked["method"] = "POST" if checked.get("body") is not None else "GET"
     return checked
+
+
+def _checked_completion(given: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """As stored (tickwork.runs.completion.stored); a timeout is for callback mode only."""
+    if given and given.get("timeout_seconds") is not None and not completion.is_callback(given):
+        raise InvalidInputError("completion.timeout_seconds", "is only for mode callback")
+    return completion.stored(given)
 
 
 def _checked_notify(settings: Settings, notify: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -1,0 +1,60 @@
+"""POST /callbacks/{execution_id}/{attempt}/{token}: a target in callback mode reports its run's completion
+(tickwork.runs.completion). No API key: the token in the URL, made for that run's attempt alone, is the
+credential. A wrong token, another run's or an older attempt's is a 404 whichever part is wrong; the right
+one once its completion is in, or its run over, a 409. Neither changes anything."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from tickwork.api.responses import ErrorBody
+from tickwork.runs import awaiting, completion
+from tickwork.wiring import services
+
+router = Router()
+
+
+def _storable_output(value: str) -> str:
+    problem = completion.output_error(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+Output = Annotated[str, AfterValidator(_storable_output), Field(json_schema_extra={"maxLength": completion.MAX_OUTPUT_BYTES})]
+
+
+class CompletionReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["succeeded", "failed"] = Field(description=(
+        "failed is a failed attempt: retried per the job's retry policy, as a 5xx answer would be."))
+    output: Output | None = Field(None, description=(
+        "Up to 4096 bytes (UTF-8), stored with the attempt like a response body (the request's secrets redacted)."))
+
+
+class CompletionAnswer(BaseModel):
+    execution_id: str
+    attempt: int
+    status: str = Field(description=(
+        "The run's status after the call: succeeded, failed or retrying; running when the target's own answer "
+        "is not recorded yet (the completion is applied once it is, if that answer was accepted)."))
+
+
+_ERRORS = {400: "Invalid body", 404: "No such callback (unknown run, attempt or token)",
+           409: "This attempt's completion was reported already, or its run is over"}
+
+
+@router.post("/callbacks/<execution_id>/<attempt>/<token>", summary="Report a run's completion (callback mode)",
+             tags=["callbacks"], security=[{}],
+             responses={200: {"description": "Completion recorded"},
+                        **{status: {"description": text, "content": {"application/json": {"model": ErrorBody}}}
+                           for status, text in _ERRORS.items()}})
+def report_completion(execution_id: str, attempt: str, token: str, report: CompletionReport) -> CompletionAnswer:
+    svc = services()
+    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
+    answer = awaiting.take_callback(svc, execution_id, attempt, token, report.status, report.output, now)
+    return CompletionAnswer(execution_id=answer.execution_id, attempt=answer.attempt, status=answer.status)
