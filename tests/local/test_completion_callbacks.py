@@ -7,13 +7,12 @@ import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.local.test_local_runtime import call
+from tests.local.test_local_runtime import call, runtime  # noqa: F401 (the fixture, found by name)
 from tests.support import wait_for
-from tickwork.settings import Settings
 from tickwork_local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.slow
@@ -63,14 +62,6 @@ def post(url: str, body: Any) -> tuple[int, Any]:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
-
-
-@pytest.fixture
-def runtime(settings: Settings) -> Iterator[LocalRuntime]:
-    local = LocalRuntime(settings, port=0)
-    local.start()
-    yield local
-    local.stop()
 
 
 def test_a_run_ends_when_its_target_calls_back_and_a_second_call_changes_nothing(runtime: LocalRuntime) -> None:
