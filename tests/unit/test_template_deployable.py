@@ -192,10 +192,26 @@ def test_the_template_reaches_cloudformation_through_s3_as_every_environment_dep
 
 
 def test_every_function_environment_fits_lambdas_limit() -> None:
-    for name, res in transformed(Tracing="Active")["Resources"].items():
+    template = transformed(Tracing="Active")
+    for name, res in template["Resources"].items():
         if res["Type"] == "AWS::Lambda::Function":
             variables = res["Properties"]["Environment"]["Variables"]
-            size = sum(len(key) + (len(value) if isinstance(value, str) else RESOLVED_VALUE_BYTES)
-                       for key, value in variables.items())
+            size = sum(len(key) + _resolved_bytes(value, template["Parameters"]) for key, value in variables.items())
             assert size < ENVIRONMENT_BYTES, (name, size)
+
+
+def _resolved_bytes(value: Any, parameters: dict[str, Any]) -> int:
+    """The most a value can resolve to: a literal's length; a reference to a parameter that can only be one of
+    its allowed values, or a number, the longest of those; either branch of a condition; anything else
+    RESOLVED_VALUE_BYTES."""
+    if isinstance(value, (str, int)):
+        return len(str(value))
+    if "Fn::If" in value:
+        return max(_resolved_bytes(branch, parameters) for branch in value["Fn::If"][1:])
+    parameter = parameters.get(value.get("Ref", ""), {})
+    if parameter.get("AllowedValues"):
+        return max(len(str(allowed)) for allowed in parameter["AllowedValues"])
+    if parameter.get("Type") == "Number":
+        return 20
+    return RESOLVED_VALUE_BYTES
 
