@@ -32,8 +32,13 @@ const FIELDS = [
   ['catchup_window_seconds', 'f-window', 'Catch-up window (seconds)', () => h('input', { type: 'number', min: 0, inputmode: 'numeric' })],
   ['start_at', 'f-start', 'Start at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-01-01T00:00:00Z', spellcheck: 'false' })],
   ['end_at', 'f-end', 'End at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-12-31T00:00:00Z', spellcheck: 'false' })],
+  ['completion.mode', 'f-completion', 'A run ends', () => h('select', {},
+    [['response', 'response: with the answer'], ['callback', 'callback: when the target calls its Tickwork-Callback-Url']].map(([v, t]) => h('option', { value: v }, t)))],
+  ['completion.timeout_seconds', 'f-completion-timeout', 'Callback timeout (seconds)', () => h('input', { type: 'number', min: 1, max: 86400, inputmode: 'numeric' }),
+    'callback only: how long a run awaits its callback before its attempt fails (default 3600)'],
 ];
-const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds', 'spread_seconds']);
+const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds',
+  'spread_seconds', 'completion.timeout_seconds']);
 
 export async function newJobView(main, view, navigate) {
   renderForm(main, view, null, navigate);
@@ -62,7 +67,8 @@ function renderForm(main, view, job, navigate) {
   const form = h('form', { class: 'job-form', novalidate: true },
     formError, fields.slice(0, 4), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(4, 9)),
     h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(9, 15)),
-    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(15)),
+    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(15, 17)),
+    h('fieldset', {}, h('legend', {}, 'Completion'), fields.slice(17)),
     h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
   const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
     .concat(['UTC']).map((z) => h('option', { value: z })));
@@ -168,6 +174,8 @@ function valuesOf(job) {
     'retry.strategy': job.retry.strategy, 'retry.max_attempts': String(job.retry.max_attempts),
     'retry.delay_seconds': String(job.retry.delay_seconds), overlap: job.overlap, catchup: job.catchup,
     catchup_window_seconds: String(job.catchup_window_seconds), spread_seconds: String(job.spread_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
+    'completion.mode': job.completion?.mode ?? 'response',
+    'completion.timeout_seconds': job.completion?.timeout_seconds ? String(job.completion.timeout_seconds) : '',
   };
 }
 
@@ -211,6 +219,15 @@ function creation(values) {
     put(body, name, typed(name, text));
   }
   if (!body.request?.body && body.request?.method === 'GET') delete body.request.body;
+  return withCompletion(body, values);
+}
+
+// `completion` is replaced as a whole: sent with both of its fields, a timeout only for callback mode.
+function withCompletion(body, values) {
+  if (!body.completion) return body;
+  body.completion = { mode: values['completion.mode'] };
+  const timeout = values['completion.timeout_seconds'].trim();
+  if (body.completion.mode === 'callback' && timeout !== '') body.completion.timeout_seconds = typed('completion.timeout_seconds', timeout);
   return body;
 }
 
@@ -218,7 +235,7 @@ function creation(values) {
 function changes(values, initial) {
   const body = {};
   for (const [name, text] of Object.entries(values)) {
-    if (text !== initial[name]) put(body, name, typed(name, text));
+    if (text !== initial[name]) put(body, name, name === 'completion.timeout_seconds' && text.trim() === '' ? null : typed(name, text));
   }
-  return body;
+  return withCompletion(body, values);
 }

@@ -1,6 +1,6 @@
 // Times, durations and the per-job figures computed from a job's recent runs.
 
-export const IN_PROGRESS = new Set(['queued', 'waiting', 'running', 'retrying']);
+export const IN_PROGRESS = new Set(['queued', 'waiting', 'running', 'retrying', 'awaiting_completion']);
 // Outcomes a run ended with; `skipped` is the overlap policy's choice, not an outcome, so it is left out.
 const ENDED = new Set(['succeeded', 'failed', 'lost', 'missed']);
 

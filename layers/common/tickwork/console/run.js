@@ -58,8 +58,9 @@ export async function runView(main, view, id) {
 function runContent(run) {
   const going = IN_PROGRESS.has(run.status);
   return [
-    going ? h('p', { class: 'notice in-progress', role: 'status' },
-      `This run is ${run.status}: still in progress. This page updates by itself.`) : null,
+    going ? h('p', { class: 'notice in-progress', role: 'status' }, run.status === 'awaiting_completion'
+      ? `This run is awaiting_completion: its target accepted it and has until ${absTime(run.completion_deadline)} to call back. This page updates by itself.`
+      : `This run is ${run.status}: still in progress. This page updates by itself.`) : null,
     definitions([
       ['Status', badge(run.status)],
       ['Trigger', run.trigger],
@@ -70,6 +71,7 @@ function runContent(run) {
       ['Duration', duration(durationMs(run))],
       ['Attempts', run.attempt_count],
       run.next_attempt_at ? ['Next attempt', absTime(run.next_attempt_at)] : null,
+      run.completion_deadline ? ['Completion due by', absTime(run.completion_deadline)] : null,
       run.missed_count ? ['Missed slots', run.missed_count] : null,
       run.replay_count ? ['Replayed', `${run.replay_count} time${run.replay_count === 1 ? '' : 's'}, last ${absTime(run.replayed_at)}`] : null,
       run.last_error ? ['Last error', h('span', { class: 'error-text' }, run.last_error)] : null,
@@ -92,5 +94,9 @@ function attemptItem(attempt) {
     attempt.response_body !== null && attempt.response_body !== undefined
       ? h('details', { open: true }, h('summary', {}, attempt.response_truncated ? 'Response (first 1024 characters)' : 'Response'),
         h('pre', { class: 'response' }, attempt.response_body))
+      : null,
+    attempt.output !== null && attempt.output !== undefined
+      ? h('details', { open: true }, h('summary', {}, 'Output (reported by the completion callback)'),
+        h('pre', { class: 'response' }, attempt.output))
       : null);
 }
