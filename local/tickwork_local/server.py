@@ -108,7 +108,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         # The request line only (a callback's token masked), at DEBUG: never headers or bodies, which carry API keys.
-        logger.debug("%s " + format, self.address_string(), *(loggable_path(a) if isinstance(a, str) else a for a in args))
+        shown = (loggable_path(a) if isinstance(a, str) else a for a in args)
+        logger.debug("%s " + format, self.address_string(), *shown)
 
 
 class ApiServer:

@@ -24,7 +24,8 @@ def _storable_output(value: str) -> str:
     return value
 
 
-Output = Annotated[str, AfterValidator(_storable_output), Field(json_schema_extra={"maxLength": completion.MAX_OUTPUT_BYTES})]
+Output = Annotated[str, AfterValidator(_storable_output),
+                   Field(json_schema_extra={"maxLength": completion.MAX_OUTPUT_BYTES})]
 
 
 class CompletionReport(BaseModel):

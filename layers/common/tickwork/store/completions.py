@@ -44,7 +44,9 @@ UPDATE executions SET completion_status = %(status)s, completion_output = %(outp
    AND completion_attempt IS DISTINCT FROM %(attempt)s
 RETURNING status
 """
-_TOKEN_OF = "SELECT 1 FROM executions WHERE id = %(id)s AND callback_attempt = %(attempt)s AND callback_token_hash = %(hash)s"
+_TOKEN_OF = """
+SELECT 1 FROM executions WHERE id = %(id)s AND callback_attempt = %(attempt)s AND callback_token_hash = %(hash)s
+"""
 
 _LOCK_AWAITING = """
 SELECT e.id::text, e.attempt_count, e.completion_deadline, j.completion,
