@@ -11,7 +11,6 @@ attempt like a 5xx answer: the job's retry policy and notifications apply, and a
 from __future__ import annotations
 
 import hashlib
-import hmac
 import re
 import secrets
 from dataclasses import dataclass
@@ -63,10 +62,6 @@ def new_token() -> str:
 
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
-
-
-def same_hash(stored_hash: bytes | None, token: str) -> bool:
-    return stored_hash is not None and hmac.compare_digest(bytes(stored_hash), token_hash(token))
 
 
 def callback_url(public_api_url: str, execution_id: str, attempt: int, token: str) -> str:
