@@ -386,7 +386,7 @@ def test_execution_shows_its_attempts_with_a_truncated_body(api: Api, db: Any) -
     assert execution["last_error"] == "HTTP 503"
     assert execution["attempts"] == [{
         "number": 1, "started_at": "2025-01-01T12:00:00.250Z", "duration_ms": 87, "status_code": 503,
-        "error": "HTTP 503", "response_body": "x" * 1024, "response_truncated": True,
+        "error": "HTTP 503", "response_body": "x" * 1024, "response_truncated": True, "output": None,
     }]
 
 
