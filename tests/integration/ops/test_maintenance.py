@@ -353,7 +353,10 @@ def test_each_retention_delete_walks_an_index_oldest_first(db: Any, sql: str, in
         db.execute("SET LOCAL enable_seqscan = off")
         db.execute("SET LOCAL enable_bitmapscan = off")
         plan = "\n".join(row[0] for row in db.execute("EXPLAIN " + sql, {"cutoff": NOW, "limit": BATCH}))
-    assert f"Index Scan using {index}" in plan and "Sort" not in plan, plan
+    # A sort of the batch's ids (the planner's way to dedupe `id IN (...)`, chosen on a tiny table's costs)
+    # is not one of the ORDER BY: that key is `created_at`.
+    sorts = [line for line in plan.splitlines() if "Sort Key:" in line and "created_at" in line]
+    assert f"Index Scan using {index}" in plan and not sorts, plan
 
 
 def test_retention_keeps_up_beyond_the_old_20000_rows_a_pass_within_its_budget(services: Services) -> None:
