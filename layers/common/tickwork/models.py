@@ -100,11 +100,11 @@ class StartedExecution:
     success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)
     notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
-    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.runs.completion)
     # A replayed run (tickwork.rules.replay): the attempt count its latest replay started from, and how many
     # times it was replayed. The retry policy counts attempts from replay_base.
     replay_base: int = 0
     replay_count: int = 0
+    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.runs.completion)
 
     @property
     def replayed(self) -> bool:

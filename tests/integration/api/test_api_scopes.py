@@ -15,7 +15,8 @@ from tickwork.tenant.access import ALL_SCOPES, JOBS_READ, JOBS_WRITE, KEYS_ADMIN
 from tickwork.wiring import Services
 
 # The only operations any live key may call (GET /health needs no key at all).
-NO_SCOPE = {("GET", "/health"), ("GET", "/api-keys/current")}
+NO_SCOPE = {("GET", "/health"), ("GET", "/api-keys/current"),
+            ("POST", "/callbacks/{execution_id}/{attempt}/{token}")}  # its token is the credential
 # A valid body for each operation that takes one: the body is validated before the key's scopes are checked
 # (powertools validates before it resolves the route's dependencies), as before the key itself is.
 BODIES: dict[tuple[str, str], Any] = {
