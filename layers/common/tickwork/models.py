@@ -81,6 +81,7 @@ class JobRow:
     source: str | None = None  # the label of what manages it (a jobs file, a stack)
     spread_seconds: int = 0
     completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.runs.completion
+    calendar: dict[str, Any] | None = None  # {"exclude": [calendar names], "on_excluded": "skip" | "next_day"}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
 from tickwork.api import bykey, callbacks, console, docs, errors, executions, health, replays, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
+from tickwork.api.calendars import router as calendars_router
 from tickwork.api.body import JsonApiResolver, parse_json
 from tickwork.api.keys import router as keys_router
 from tickwork.api.notifications import router as notifications_router
@@ -34,7 +35,7 @@ app.configure_openapi(
 app.include_router(bykey.router)
 app.include_router(router)
 for extra in (executions.router, replays.router, stats.router, health.router, docs.router, keys_router, secrets_router,
-              notifications_router, console.router, callbacks.router):
+              notifications_router, calendars_router, console.router, callbacks.router):
     app.include_router(extra)
 errors.register(app)
 

@@ -35,9 +35,11 @@ from tickwork.rules.retry import (
     MAX_DELAY_SECONDS,
 )
 from tickwork.runs import completion as completion_rules
+from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED
 from tickwork.schedule.hashing import MAX_SPREAD_SECONDS
-from tickwork.tenant import bykey
-from tickwork.tenant import access
+from tickwork.tenant import access, bykey
+from tickwork.tenant.calendars import MAX_EXCLUDE
+from tickwork.tenant.calendars import NAME as CALENDAR_NAME
 from tickwork.timeutil import EARLIEST, LATEST, floor_to_ms, rfc3339, supported
 
 # Past this many attempts a failing target needs fixing, not retrying.
@@ -59,6 +61,7 @@ MAX_PAUSE_AFTER_FAILURES = 1000
 KEY_PATTERN = bykey.KEY.pattern
 # What manages a job: a jobs file's label, `cfn:<stack>`.
 SOURCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@=+-]{0,127}$"
+CALENDAR_NAME_PATTERN = CALENDAR_NAME.pattern
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 
@@ -162,6 +165,9 @@ StatusCodes = Annotated[list[Any], Field(min_length=1, max_length=success.MAX_ST
     AfterValidator(success.normalized_codes)]
 BodyContains = Annotated[str, StringConstraints(min_length=1, max_length=success.MAX_BODY_CONTAINS),
                          AfterValidator(_storable)]
+CalendarName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=CALENDAR_NAME_PATTERN),
+                        Field(examples=["us-holidays"])]
+OnExcluded = Literal["skip", "next_day"]
 CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
     "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed. "
     "At most 10,080 of the schedule's shortest gaps between runs (every second: 10,080 s)."))]
@@ -225,6 +231,15 @@ class CompletionSpec(_Strict):
         f"(default {completion_rules.DEFAULT_TIMEOUT_SECONDS})."))
 
 
+class CalendarSpec(_Strict):
+    """Calendars whose dates the job does not run on (PUT /calendars/{name}), judged on its time zone's wall clock."""
+
+    exclude: Annotated[list[CalendarName], Field(min_length=1, max_length=MAX_EXCLUDE), AfterValidator(_distinct)]
+    on_excluded: OnExcluded = Field(cast(OnExcluded, DEFAULT_ON_EXCLUDED), description=(
+        "A slot on an excluded date: recorded skipped naming the calendar (skip), or run at the same wall-clock "
+        "time on the next date no calendar excludes (next_day; a moved slot at the time of a regular one is one run)."))
+
+
 class JobCreate(_Strict):
     name: Name
     schedule: ScheduleText
@@ -253,6 +268,7 @@ class JobCreate(_Strict):
         "A label for what manages the job (a jobs file applied by the CLI, a CloudFormation stack): "
         "`tickwork apply --prune` only deletes jobs of its own file's label."))
     completion: CompletionSpec = Field(default_factory=CompletionSpec)
+    calendar: CalendarSpec | None = None
 
 
 class RequestPatch(_Strict):
@@ -298,6 +314,7 @@ class JobPatch(_Strict):
     key: Unchanged[JobKey] = Field(None, description="Sets the key of a job that has none; a set key cannot change.")
     source: Source | None = Field(None, description="null clears it.")
     completion: Unchanged[CompletionSpec] = Field(None, description="Replaces the whole setting.")
+    calendar: CalendarSpec | None = Field(None, description="null clears it.")
 
 
 class PreviewRequest(_Strict):
@@ -324,6 +341,10 @@ class ReplayRequest(_Strict):
     statuses: list[ReplayStatus] = Field(list(replay.DEFAULT_STATUSES), min_length=1, max_length=4,
                                          description="Runs in any of these states are replayed.")
     dry_run: StrictBool = Field(False, description="Count and list the runs, and when they would go; change nothing.")
+
+
+    calendar: CalendarSpec | None = Field(None, description=(
+        "As a job's: fire_times then lists every slot, those skipped with excluded_by, those moved with moved_from."))
 
 
 # ---------------------------------------------------------------- API keys

@@ -51,6 +51,11 @@ class CompletionOut(BaseModel):
     timeout_seconds: int | None = Field(description="callback only: how long a run awaits its callback.")
 
 
+class CalendarOut(BaseModel):
+    exclude: list[str]
+    on_excluded: str
+
+
 class JobOut(BaseModel):
     id: str
     name: str
@@ -76,6 +81,7 @@ class JobOut(BaseModel):
     key: str | None = Field(None, description="Its stable name (PUT /jobs/by-key/{key}); null when it has none.")
     source: str | None = Field(None, description="What manages it (a jobs file's label, a stack); null when unset.")
     completion: CompletionOut = Field(description="How its runs end: by the answer, or by a callback.")
+    calendar: CalendarOut | None = Field(None, description="The calendars it does not run on; null when none.")
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -138,9 +144,18 @@ class ReplayOut(BaseModel):
     dry_run: bool
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class FireTime(BaseModel):
     utc: Timestamp
     local: str = Field(description="The same instant in the schedule's time zone, with its UTC offset.")
+    # Only present where a calendar put them: a preview without one has the shape it always had.
+    excluded_by: str | None = Field(None, exclude_if=_absent, description=(
+        "With a calendar: the calendar that excludes this slot's date; it is recorded skipped, not run."))
+    moved_from: Timestamp | None = Field(None, exclude_if=_absent, description=(
+        "With a calendar and on_excluded next_day: the slot on an excluded date that runs here instead."))
 
 
 class PreviewOut(BaseModel):

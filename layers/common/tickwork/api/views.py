@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import cast
+from typing import Sequence, cast
 from zoneinfo import ZoneInfo
 
 from tickwork.api.models import Catchup, JobStatus, Overlap, Trigger
@@ -21,12 +21,15 @@ from tickwork.api.responses import (
     RequestOut,
     RetryOut,
 )
+from tickwork.calendars.rules import Calendar
 from tickwork.models import JobRow
 from tickwork.runs import completion
 from tickwork.schedule.engine import Schedule
+from tickwork.schedule.excluded import SlotDetail
 from tickwork.schedule.specs import job_schedule
 from tickwork.store.history import AttemptRow, ExecutionRow
 from tickwork.rules.replay import MAX_IDS_LISTED
+from tickwork.tenant import calendars as tenant_calendars
 from tickwork.tenant import jobs
 from tickwork.tenant.replays import Replayed
 from tickwork.timeutil import rfc3339
@@ -50,16 +53,20 @@ def job_out(job: JobRow) -> JobOut:
         spread_seconds=job.spread_seconds, tags=list(job.tags), description=job.description,
         notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
         success=job.success, key=job.key, source=job.source, completion=completion.shown(job.completion),
+        calendar=job.calendar,
         created_at=_time(job.created_at),
         updated_at=_time(job.updated_at),
     )
 
 
-def job_detail(job: JobRow) -> JobDetail:
-    """A job with what it will do next: its schedule in words and its next runs."""
+def job_detail(job: JobRow, calendars: Sequence[Calendar] = ()) -> JobDetail:
+    """A job with what it will do next: its schedule in words and its next runs (`calendars`: those of its
+    `calendar`, which move or leave out some)."""
+    upcoming = (tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS) if job.calendar
+                else jobs.upcoming_runs(job, UPCOMING_RUNS))
     return JobDetail(
         **job_out(job).model_dump(), schedule_description=job_schedule(job).describe(),
-        next_fire_times=[_time(t) for t in jobs.upcoming_runs(job, UPCOMING_RUNS)],
+        next_fire_times=[_time(t) for t in upcoming],
     )
 
 
@@ -102,13 +109,21 @@ def replay_out(done: Replayed) -> ReplayOut:
                      last_at=rfc3339(done.last_at), dry_run=done.dry_run)
 
 
-def preview_out(schedule: Schedule, times: list[datetime], hash_key: str) -> PreviewOut:
+def preview_out(schedule: Schedule, times: Sequence[datetime | SlotDetail], hash_key: str) -> PreviewOut:
+    """`times`: plain instants, or slots with what a calendar did to them."""
     zone = ZoneInfo(schedule.timezone)
     return PreviewOut(
         schedule=schedule.canonical, timezone=schedule.timezone, description=schedule.describe(),
-        fire_times=[FireTime(utc=_time(t), local=local_time(t, zone)) for t in times], hash_key=hash_key,
+        fire_times=[_fire_time(t, zone) for t in times], hash_key=hash_key,
         offset_seconds=schedule.offset_seconds,
     )
+
+
+def _fire_time(slot: datetime | SlotDetail, zone: ZoneInfo) -> FireTime:
+    if isinstance(slot, datetime):
+        return FireTime(utc=_time(slot), local=local_time(slot, zone))
+    return FireTime(utc=_time(slot.at), local=local_time(slot.at, zone), excluded_by=slot.excluded_by,
+                    moved_from=rfc3339(slot.moved_from))
 
 
 def local_time(moment: datetime, zone: ZoneInfo) -> str:

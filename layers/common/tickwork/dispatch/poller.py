@@ -18,13 +18,16 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 
 from tickwork import metrics
 from tickwork.dispatch.backlog import BacklogShares, Cursor
+from tickwork.calendars.rules import Calendar
+from tickwork.dispatch import calendars as calendar_cache
 from tickwork.dispatch.budget import Budgets
+from tickwork.dispatch.calendars import keys_of as calendar_keys
 from tickwork.dueindex.entries import Claim, DueEntry
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
@@ -35,6 +38,7 @@ from tickwork.models import Dispatch
 from tickwork.rules import lookahead
 from tickwork.rules.policy import LATENESS_TOLERANCE_MS, SlotPlan
 from tickwork.schedule import specs as scheduling
+from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule, with_calendars
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
@@ -101,18 +105,20 @@ class BatchPlan:
     unplanned: int = 0  # entries after the budget ran out: not claimed, still due
 
 
-def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], bool] = lambda: False) -> BatchPlan:
-    """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one)."""
+def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], bool] = lambda: False,
+               calendars: Mapping[tuple[str, str], Calendar] | None = None) -> BatchPlan:
+    """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one);
+    `calendars`: those the entries' jobs name, by (tenant id, name) (tickwork.dispatch.calendars)."""
     plan = BatchPlan()
     for done, entry in enumerate(entries, 1):
-        _plan_entry(plan, entry, now_ms)
+        _plan_entry(plan, entry, now_ms, calendars or {})
         if done < len(entries) and out_of_time():
             plan.unplanned = len(entries) - done
             break
     return plan
 
 
-def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int) -> None:
+def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mapping[tuple[str, str], Calendar]) -> None:
     if not entry.is_job:
         execution_id, attempt = entry.execution()
         kind = "notification" if entry.is_notification else "completion" if entry.is_completion else "run"
@@ -122,21 +128,47 @@ def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int) -> None:
     if schedule is None or entry.spec is None:
         plan.missing_specs.append(entry.job_id)
         return
+    schedule = _with_calendars(schedule, entry.spec, calendars)
+    if isinstance(schedule, ExcludingSchedule) and (aimed := schedule.next_after_ms(entry.score - 1)) != entry.score:
+        # Its score is a slot its calendars moved away (a calendar changed since, or a first slot from the bare
+        # schedule): move the job on to where the slot now is, recording nothing.
+        slot = executions_store.Slot(entry.job_id, from_ms(entry.score), _dt(aimed), int(entry.spec["v"]), None)
+        plan.claims.append((Claim(entry.member, entry.score, aimed), slot))
+        return
     decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
     claim = Claim(entry.member, entry.score, decision.next_ms)
-    plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision)))
+    plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision, schedule)))
 
 
-def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan) -> executions_store.Slot:
-    note = None
+def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[tuple[str, str], Calendar]) -> Any:
+    """The job's schedule with the calendars its spec names applied (those missing exclude nothing)."""
+    found = [calendars[key] for key in calendar_keys(spec) if key in calendars]
+    return with_calendars(schedule, found, spec["c"].get("on_excluded", "skip")) if found else schedule
+
+
+def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan,
+          schedule: Any = None) -> executions_store.Slot:
+    note = skipped = None
+    if isinstance(schedule, ExcludingSchedule) and decision.fire_ms is not None:
+        skipped = excluded_note(schedule, decision.fire_ms)
     if decision.missed_count:
         count = f"at least {decision.missed_count}" if decision.missed_at_least else str(decision.missed_count)
         note = (f"missed {count} run(s) from this slot on: Tickwork was behind and the job's "
                 f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
     return executions_store.Slot(
         job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
-        decision.missed_count, note,
+        decision.missed_count, note, skipped,
     )
+
+
+def excluded_note(schedule: ExcludingSchedule, slot_ms: int) -> str | None:
+    """Why a slot is recorded skipped instead of run (its date is excluded), or None when it runs."""
+    name = schedule.excluded_by(slot_ms)
+    if name is None:
+        return None
+    day = from_ms(slot_ms).astimezone(schedule.tz).date().isoformat()
+    unmoved = "" if schedule.on_excluded == "skip" else f" and no date within {MOVE_DAYS} days after it is free"
+    return f"skipped: {day} is excluded by calendar {name}{unmoved}"
 
 
 def _dt(ms: int | None) -> datetime | None:
@@ -188,6 +220,7 @@ class Poller:
         self._plan_deadline = math.inf
         self._shares = BacklogShares(svc.settings.backlog_per_tenant)
         self.budgets = Budgets(svc)
+        self.calendars = calendar_cache.shared
 
     def _out_of_time(self) -> bool:
         return self.clock() >= self._plan_deadline
@@ -309,7 +342,7 @@ class Poller:
     ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
         """Plan and claim one batch; returns whether to go on, the won slots to record and the won
         dispatches (retries, manual runs) that need no record."""
-        plan = plan_batch(entries, now_ms, self._out_of_time)
+        plan = plan_batch(entries, now_ms, self._out_of_time, self.calendars.resolve(self.svc.db, entries))
         result.unplanned += plan.unplanned
         if plan.missing_specs:
             self._repair_specs(plan.missing_specs, now_ms)

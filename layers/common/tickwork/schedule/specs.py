@@ -59,9 +59,13 @@ def first_slot(schedule: Schedule, now: datetime) -> datetime | None:
 
 
 def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]:
-    """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it)."""
-    return index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup,
+    """The index spec of a stored job (`schedule`: its parsed schedule, when the caller has it); a job with a
+    calendar carries it as `c` (its names and mode: the poller reads the calendars themselves, cached)."""
+    spec = index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup,
                       job.tenant_id)
+    if job.calendar:
+        spec["c"] = job.calendar
+    return spec
 
 
 def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
@@ -86,7 +90,8 @@ class IndexSpecs:
     def encoded(self, job: StoredJob) -> str:
         """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
         key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
-               job.catchup_window_seconds, job.tenant_id, job.spread_seconds)
+               job.catchup_window_seconds, job.tenant_id, job.spread_seconds,
+               encode_spec(job.calendar) if job.calendar else None)
         found = self._plain.get(key)
         if found is None:
             spec = job_spec(job)

@@ -45,7 +45,7 @@ WITH claimed AS (
     INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, missed_count, last_error,
                             finished_at)
     SELECT r.id, a.tenant_id, r.job_id, r.scheduled_for, 'schedule', r.status, r.missed_count, r.note,
-           CASE WHEN r.status = 'missed' THEN now() END
+           CASE WHEN r.status IN ('missed', 'skipped') THEN now() END
       FROM runs r JOIN advanced a ON a.id = r.job_id
     ON CONFLICT (job_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
     RETURNING id, job_id, scheduled_for, status, missed_count, tenant_id
@@ -74,6 +74,8 @@ class Slot:
     fire: datetime | None
     missed_count: int = 0
     missed_note: str | None = None
+    # The fire slot's date is excluded by one of the job's calendars: recorded skipped with this note, not run.
+    skipped_note: str | None = None
 
     def rows(self) -> list[tuple[str, datetime, str, int | None, str | None]]:
         """(id, scheduled_for, status, missed_count, note) of each execution row this claim creates."""
@@ -81,7 +83,8 @@ class Slot:
         if self.missed_count:
             rows.append((str(uuid.uuid4()), self.claimed, "missed", self.missed_count, self.missed_note))
         if self.fire is not None:
-            rows.append((str(uuid.uuid4()), self.fire, "queued", None, None))
+            status = "queued" if self.skipped_note is None else "skipped"
+            rows.append((str(uuid.uuid4()), self.fire, status, None, self.skipped_note))
         return rows
 
 
@@ -135,7 +138,7 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
     queued = [r for r in inserted if r[3] == "queued"]
     recorded = {(r[1], r[2]) for r in queued}
     refused = [s for s in slots if s.fire is not None and s.fire == s.claimed and not s.missed_count
-               and (s.job_id, s.fire) not in recorded]
+               and s.skipped_note is None and (s.job_id, s.fire) not in recorded]
     if refused:
         # A statement of its own, so its snapshot sees a later claim that committed while the first waited.
         queued += conn.execute(_RECORD_LATE_CLAIMS, {

@@ -15,7 +15,7 @@ from tickwork.tenant.filters import JobFilter, like_prefix
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
     " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-    " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion"
+    " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar"
 )
 
 
@@ -37,11 +37,12 @@ def insert_job(conn: Any, job: JobRow) -> None:
     conn.execute(
         "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
         " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-        " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion)"
+        " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar)"
         " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
         " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
         " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s,"
-        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s, %(key)s, %(source)s, %(spread_seconds)s, %(completion)s)",
+        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s, %(key)s, %(source)s, %(spread_seconds)s, %(completion)s,"
+        " %(calendar)s)",
         _params(job),
     )
 
@@ -86,6 +87,7 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " notify = %(notify)s, pause_after_failures = %(pause_after_failures)s, paused_reason = %(paused_reason)s,"
         " success = %(success)s, key = %(key)s, source = %(source)s,"
         " spread_seconds = %(spread_seconds)s, completion = %(completion)s,"
+        " calendar = %(calendar)s,"
         # A paused job that runs again starts counting its failures afresh (tickwork.notifications.events).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
@@ -133,5 +135,5 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
 
 def _params(job: JobRow) -> dict[str, Any]:
     optional = {name: None if getattr(job, name) is None else Jsonb(getattr(job, name)) for name in ("notify", "success",
-                                                                                          "completion")}
+                                                                                          "completion", "calendar")}
     return {**asdict(job), "request": Jsonb(job.request), "retry": Jsonb(job.retry), **optional}

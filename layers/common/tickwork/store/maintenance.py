@@ -21,7 +21,7 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # for Python to build per job.
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
                   " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text,"
-                  " spread_seconds")
+                  " spread_seconds, calendar")
 _INDEX_PAGE = f"""
 SELECT {_INDEX_COLUMNS} FROM jobs
  WHERE status = 'active' AND id > %(after)s::uuid
@@ -113,6 +113,7 @@ class IndexRow(NamedTuple):
     catchup_window_seconds: int
     tenant_id: str
     spread_seconds: int = 0
+    calendar: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from tickwork.models import JobRow
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store import jobs as jobs_store
-from tickwork.tenant import jobs, quotas
+from tickwork.tenant import calendars, jobs, quotas
 from tickwork.tenant.jobs import JobDraft
 from tickwork.tenant.lookup import found
 from tickwork.timeutil import rfc3339
@@ -73,6 +73,8 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
         planned = jobs.new_job(scope, draft) if current is None else jobs.replaced(scope, conn, current, draft)
         if current is None or planned.request != current.request:
             vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request)
+        if current is None or planned.calendar != current.calendar:
+            calendars.job_calendars(conn, scope.tenant_id, planned.calendar, check=True)
         if current is None or planned != current:
             quotas.enforce(conn, scope.settings, current, planned)
     if current is None:
@@ -123,7 +125,7 @@ def _definition(job: JobRow) -> dict[str, Any]:
     flat.update({"overlap": job.overlap, "catchup": job.catchup, "catchup_window_seconds": job.catchup_window_seconds,
                  "tags": list(job.tags), "description": job.description, "notify": job.notify,
                  "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source,
-                 "completion": job.completion})
+                 "completion": job.completion, "calendar": job.calendar})
     return flat
 
 

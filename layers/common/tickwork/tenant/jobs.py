@@ -31,7 +31,7 @@ from tickwork.store import executions as executions_store
 from tickwork.store import history as history_store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.history import ExecutionRow
-from tickwork.tenant import quotas
+from tickwork.tenant import calendars, quotas
 from tickwork.tenant.filters import JobFilter
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
@@ -42,7 +42,7 @@ _RESERVED_HEADERS = frozenset(
      "proxy-connection"}
 )
 _RESERVED_PREFIX = "tickwork-"
-_TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "spread_seconds")
+_TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "spread_seconds", "calendar")
 # Fields a PATCH replaces as given (pydantic has already checked them).
 _PLAIN_FIELDS = ("name", "overlap", "catchup", "catchup_window_seconds", "tags", "description", "pause_after_failures",
                  "success", "source")
@@ -73,6 +73,7 @@ class JobDraft:
     source: str | None = None
     spread_seconds: int = 0
     completion: dict[str, Any] | None = None
+    calendar: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------- jobs
@@ -82,6 +83,7 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
     with scope.db.connection() as conn, conn.transaction():
         quotas.enforce(conn, scope.settings, None, job)
         job = _with_secrets_checked(scope, conn, job)
+        job = _with_calendars(scope, conn, job, None)
         with _key_taken(job.key):
             jobs_store.insert_job(conn, job)
     scheduling.index_job(scope.index, job)
@@ -104,6 +106,7 @@ def new_job(scope: Scope, draft: JobDraft) -> JobRow:
         notify=_checked_notify(scope.settings, draft.notify), pause_after_failures=draft.pause_after_failures,
         success=draft.success, key=draft.key, source=draft.source, spread_seconds=draft.spread_seconds,
         completion=_checked_completion(draft.completion),
+        calendar=draft.calendar,
     )
     return replace(job, next_run_at=_require_run(job, scope.now))
 
@@ -222,6 +225,8 @@ def transition(
         updated = change(conn, current)
         if updated.request != current.request:
             updated = _with_secrets_checked(scope, conn, updated)
+        if updated.calendar and (updated.calendar, updated.next_run_at) != (current.calendar, current.next_run_at):
+            updated = _with_calendars(scope, conn, updated, current)
         if updated != current:
             quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
@@ -297,7 +302,7 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
     schedule = _parse(scope, timing["schedule"], timing["timezone"], timing["start_at"], timing["end_at"], anchor,
                       (job.id, timing["spread_seconds"]))
     moved = replace(job, schedule=schedule.canonical, timezone=schedule.timezone, start_at=timing["start_at"],
-                    end_at=timing["end_at"], spread_seconds=timing["spread_seconds"])
+                    end_at=timing["end_at"], spread_seconds=timing["spread_seconds"], calendar=timing["calendar"])
     if _timing(moved) == _timing(job):
         return job
     moved = replace(moved, version=job.version + 1)
@@ -339,11 +344,19 @@ def _resumed(job: JobRow, now: datetime) -> JobRow:
 
 def _indexed(job: JobRow) -> tuple[Any, ...]:
     """What the due index holds of a job: a change to any of it must reach Redis."""
-    return job.status, job.next_run_at, job.version, job.catchup, job.catchup_window_seconds
+    return job.status, job.next_run_at, job.version, job.catchup, job.catchup_window_seconds, job.calendar
 
 
 def _timing(job: JobRow) -> tuple[Any, ...]:
-    return job.schedule, job.timezone, job.start_at, job.end_at, job.spread_seconds
+    return job.schedule, job.timezone, job.start_at, job.end_at, job.spread_seconds, job.calendar
+
+
+def _with_calendars(scope: Scope, conn: Any, job: JobRow, current: JobRow | None) -> JobRow:
+    """A job whose calendar or next run changed: the calendars it names exist (400 naming
+    `calendar.exclude.N`), and its next run is where they put it (tickwork.tenant.calendars.aimed)."""
+    checked = current is None or job.calendar != current.calendar
+    found = calendars.job_calendars(conn, scope.tenant_id, job.calendar, check=checked)
+    return job if current is not None and job.next_run_at == current.next_run_at else calendars.aimed(job, found, scope.now)
 
 
 def _parse(

@@ -1,0 +1,94 @@
+"""SQL over calendars, and the jobs that use them. Every query names the tenant."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Sequence
+
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from tickwork.models import JobRow
+from tickwork.store.jobs import JOB_COLUMNS
+
+
+@dataclass(frozen=True)
+class CalendarRow:
+    name: str
+    dates: list[date]
+    ical: str | None
+    compiled: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+_COLUMNS = "name, dates, ical, compiled, created_at, updated_at"
+
+
+def lock_tenant(conn: Any, tenant_id: str) -> None:
+    """Serialise changes to one tenant's calendars (the count limit, a delete against a job using it)."""
+    conn.execute("SELECT 1 FROM tenants WHERE id = %s FOR UPDATE", (tenant_id,))
+
+
+def count(conn: Any, tenant_id: str) -> int:
+    return int(conn.execute("SELECT count(*) FROM calendars WHERE tenant_id = %s", (tenant_id,)).fetchone()[0])
+
+
+def put(conn: Any, tenant_id: str, row: CalendarRow) -> bool:
+    """Create or replace; returns whether it was created."""
+    created = conn.execute(
+        "INSERT INTO calendars (tenant_id, name, dates, ical, compiled, created_at, updated_at)"
+        " VALUES (%(tenant_id)s, %(name)s, %(dates)s, %(ical)s, %(compiled)s, %(created_at)s, %(updated_at)s)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET dates = excluded.dates, ical = excluded.ical,"
+        " compiled = excluded.compiled, updated_at = excluded.updated_at"
+        " RETURNING (xmax = 0)",
+        {"tenant_id": tenant_id, "name": row.name, "dates": row.dates, "ical": row.ical,
+         "compiled": Jsonb(row.compiled), "created_at": row.created_at, "updated_at": row.updated_at},
+    ).fetchone()[0]
+    return bool(created)
+
+
+def get(conn: Any, tenant_id: str, name: str) -> CalendarRow | None:
+    with conn.cursor(row_factory=class_row(CalendarRow)) as cur:
+        return cur.execute(f"SELECT {_COLUMNS} FROM calendars WHERE tenant_id = %s AND name = %s",
+                           (tenant_id, name)).fetchone()
+
+
+def list_all(conn: Any, tenant_id: str) -> list[CalendarRow]:
+    """Every calendar of the tenant (at most its limit), by name."""
+    with conn.cursor(row_factory=class_row(CalendarRow)) as cur:
+        return cur.execute(f"SELECT {_COLUMNS} FROM calendars WHERE tenant_id = %s ORDER BY name",
+                           (tenant_id,)).fetchall()
+
+
+def compiled(conn: Any, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[dict[str, Any], datetime]]:
+    """{(tenant id, name): (compiled form, updated_at)} of these calendars, in one statement (the poller's)."""
+    if not pairs:
+        return {}
+    rows = conn.execute(
+        "SELECT c.tenant_id::text, c.name, c.compiled, c.updated_at FROM calendars c"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS p(tenant_id, name) ON p.tenant_id = c.tenant_id AND p.name = c.name",
+        ([p[0] for p in pairs], [p[1] for p in pairs]),
+    ).fetchall()
+    return {(row[0], row[1]): (row[2], row[3]) for row in rows}
+
+
+def existing(conn: Any, tenant_id: str, names: Sequence[str]) -> set[str]:
+    """Which of these names are calendars of the tenant."""
+    rows = conn.execute("SELECT name FROM calendars WHERE tenant_id = %s AND name = ANY(%s)", (tenant_id, list(names)))
+    return {row[0] for row in rows}
+
+
+def delete(conn: Any, tenant_id: str, name: str) -> bool:
+    return conn.execute("DELETE FROM calendars WHERE tenant_id = %s AND name = %s", (tenant_id, name)).rowcount == 1
+
+
+def jobs_using(conn: Any, tenant_id: str, name: str, *, lock: bool = False, limit: int | None = None) -> list[JobRow]:
+    """The tenant's live jobs whose calendar excludes by `name` (jobs_tenant_calendar), oldest first; `lock`
+    holds their rows until the caller's transaction ends."""
+    sql = (f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = %(tenant_id)s AND status <> 'deleted'"
+           " AND calendar IS NOT NULL AND calendar -> 'exclude' ? %(name)s ORDER BY created_at, id")
+    sql += " LIMIT %(limit)s" if limit is not None else ""
+    sql += " FOR UPDATE" if lock else ""
+    with conn.cursor(row_factory=class_row(JobRow)) as cur:
+        return cur.execute(sql, {"tenant_id": tenant_id, "name": name, "limit": limit}).fetchall()

@@ -1,0 +1,199 @@
+"""The calendars service: a tenant's named holiday calendars, and what they do to the schedules of the jobs
+that exclude by them (tickwork.schedule.excluded). Every call acts for one tenant (`Scope`).
+
+A calendar is explicit `dates` and/or an iCalendar text of all-day events (tickwork.calendars.ical), stored
+with its compiled form, which is what jobs and the poller read. Replacing a calendar re-aims the jobs that
+move their slots by it (`next_day`): their next run is computed again, so a date newly excluded or freed
+counts from the next run on. Deleting one that a live job uses is a 409 naming the jobs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import date, datetime, timedelta
+from typing import Any, Mapping, Sequence
+
+from tickwork.calendars.ical import parse_ical
+from tickwork.calendars.rules import Calendar
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.models import JobRow
+from tickwork.schedule import specs as scheduling
+from tickwork.schedule.engine import Schedule
+from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED, ExcludingSchedule, SlotDetail, with_calendars
+from tickwork.scope import Scope
+from tickwork.store import calendars as store
+from tickwork.store import jobs as jobs_store
+from tickwork.store.calendars import CalendarRow
+
+# Names as tags spell them, without `:`, `/` or `=`: `us-holidays`, `uk_bank.2026`.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MAX_CALENDARS = 100
+MAX_DATES = 1000
+MAX_ICAL_BYTES = 256 * 1024
+# Calendars one job may exclude by.
+MAX_EXCLUDE = 10
+# Jobs a 409 for deleting a calendar still in use names.
+_NAMED_JOBS = 5
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
+_MS = timedelta(milliseconds=1)
+
+
+def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str | None) -> tuple[CalendarRow, bool]:
+    """Create or replace; returns the calendar and whether it was created."""
+    _check_name(name)
+    row = compiled_row(name, dates, ical, scope.now)
+    with scope.db.connection() as conn, conn.transaction():
+        store.lock_tenant(conn, scope.tenant_id)
+        if store.get(conn, scope.tenant_id, name) is None and store.count(conn, scope.tenant_id) >= MAX_CALENDARS:
+            raise ConflictError(f"a tenant has at most {MAX_CALENDARS} calendars: delete one first", field="name")
+        created = store.put(conn, scope.tenant_id, row)
+        stored = store.get(conn, scope.tenant_id, name)
+        assert stored is not None
+        moved = [] if created else _reaimed(scope, conn, name)
+    for job in moved:
+        scheduling.index_job(scope.index, job)
+    return stored, created
+
+
+def compiled_row(name: str, dates: Sequence[str] | None, ical: str | None, now: datetime) -> CalendarRow:
+    """The row a PUT stores, every date and event checked (400s naming `dates.N` or `ical`)."""
+    if dates is None and ical is None:
+        raise InvalidInputError("dates", "give dates, ical or both")
+    explicit = _dates(dates or ())
+    events = ()
+    if ical is not None:
+        if len(ical.encode("utf-8")) > MAX_ICAL_BYTES:
+            raise InvalidInputError("ical", f"at most {MAX_ICAL_BYTES} bytes (UTF-8)")
+        events = parse_ical(ical)
+    calendar = Calendar(name, frozenset(explicit), events)
+    return CalendarRow(name, sorted(explicit), ical, calendar.to_json(), now, now)
+
+
+def list_calendars(scope: Scope) -> list[CalendarRow]:
+    with scope.db.connection() as conn:
+        return store.list_all(conn, scope.tenant_id)
+
+
+def get_calendar(scope: Scope, name: str) -> CalendarRow:
+    with scope.db.connection() as conn:
+        row = store.get(conn, scope.tenant_id, name) if NAME.match(name) else None
+    if row is None:
+        raise NotFoundError("calendar not found")
+    return row
+
+
+def delete_calendar(scope: Scope, name: str) -> None:
+    """Refused (409, naming up to 5 of them) while a job not deleted excludes by it."""
+    with scope.db.connection() as conn, conn.transaction():
+        exists = NAME.match(name) and conn.execute(
+            "SELECT 1 FROM calendars WHERE tenant_id = %s AND name = %s FOR UPDATE", (scope.tenant_id, name),
+        ).fetchone()
+        if not exists:
+            raise NotFoundError("calendar not found")
+        users = store.jobs_using(conn, scope.tenant_id, name, limit=_NAMED_JOBS + 1)
+        if users:
+            named = ", ".join(f"{job.id} ({job.name})" for job in users[:_NAMED_JOBS])
+            more = " and more" if len(users) > _NAMED_JOBS else ""
+            raise ConflictError(f"calendar is used by job(s) {named}{more}: change their calendar first", field="name")
+        store.delete(conn, scope.tenant_id, name)
+
+
+# ---------------------------------------------------------------- jobs
+
+def job_calendars(conn: Any, tenant_id: str, calendar: Mapping[str, Any] | None, *, check: bool = False,
+                  field: str = "calendar") -> list[Calendar]:
+    """The calendars a job's (or a preview's) `calendar` excludes by, in its order. `check`: each must exist
+    (400 naming `calendar.exclude.N`), held FOR SHARE so a concurrent delete waits and then sees the job."""
+    if not calendar:
+        return []
+    names = list(calendar.get("exclude") or ())
+    lock = " FOR SHARE" if check else ""
+    rows = conn.execute(
+        f"SELECT name, compiled FROM calendars WHERE tenant_id = %s AND name = ANY(%s){lock}", (tenant_id, names),
+    ).fetchall()
+    found = {name: compiled for name, compiled in rows}
+    for position, name in enumerate(names):
+        if check and name not in found:
+            raise InvalidInputError(f"{field}.exclude.{position}", "no calendar of that name: PUT /calendars/{name} first")
+    return [Calendar.from_json(name, found[name]) for name in names if name in found]
+
+
+def job_schedule(job: JobRow, calendars: Sequence[Calendar]) -> Schedule | ExcludingSchedule:
+    """A stored job's schedule with its calendars applied."""
+    base = scheduling.job_schedule(job)
+    if not job.calendar:
+        return base
+    return with_calendars(base, calendars, job.calendar.get("on_excluded", "skip"))
+
+
+def aimed(job: JobRow, calendars: Sequence[Calendar], now: datetime) -> JobRow:
+    """The job with its next run as its calendars have it: the first slot after `now` that is not moved
+    away (`next_day`); with `skip` the slots stay where the schedule puts them."""
+    if job.status != "active" or job.next_run_at is None or not job.calendar:
+        return job
+    return replace(job, next_run_at=job_schedule(job, calendars).next_after(now))
+
+
+def upcoming_runs(job: JobRow, calendars: Sequence[Calendar], count: int) -> list[datetime]:
+    """The next `count` runs of a job with a calendar: moved ones where they run, skipped ones left out."""
+    if job.status != "active" or job.next_run_at is None or count < 1:
+        return []
+    schedule = job_schedule(job, calendars)
+    if not isinstance(schedule, ExcludingSchedule):
+        return [job.next_run_at, *schedule.preview(job.next_run_at, count - 1)]
+    return schedule.runs(job.next_run_at - _MS, count)
+
+
+def preview_slots(scope: Scope, schedule: Schedule, calendar: Mapping[str, Any], after: datetime | None,
+                  count: int) -> list[SlotDetail]:
+    """A previewed schedule's next `count` slots with a job's `calendar` applied, each with what the calendars
+    did to it (400 naming `calendar.exclude.N` for a calendar the tenant does not have)."""
+    with scope.db.connection() as conn:
+        found = job_calendars(conn, scope.tenant_id, calendar, check=True)
+    excluding = ExcludingSchedule(schedule, found, calendar.get("on_excluded", DEFAULT_ON_EXCLUDED))
+    return excluding.slots(after or scope.now, count)
+
+
+def calendars_of(scope: Scope, job: JobRow) -> list[Calendar]:
+    """The job's calendars as stored now (none for a job without `calendar`: no query)."""
+    if not job.calendar:
+        return []
+    with scope.db.connection() as conn:
+        return job_calendars(conn, scope.tenant_id, job.calendar)
+
+
+def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
+    """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, written
+    with a new version (a poller holding the old slot cannot record it) and returned for the due index."""
+    moved = []
+    for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
+        if job.status != "active" or (job.calendar or {}).get("on_excluded") != "next_day":
+            continue
+        first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
+        again = aimed(replace(job, next_run_at=first), job_calendars(conn, scope.tenant_id, job.calendar), scope.now)
+        if again.next_run_at != job.next_run_at:
+            again = replace(again, version=job.version + 1, updated_at=scope.now,
+                            status="active" if again.next_run_at else "completed")
+            jobs_store.update_job(conn, again)
+            moved.append(again)
+    return moved
+
+
+def _check_name(name: str) -> None:
+    if not NAME.match(name):
+        raise InvalidInputError("name", f"must match {NAME.pattern}: letters, digits, '.', '_' and '-'")
+
+
+def _dates(values: Sequence[str]) -> set[date]:
+    if len(values) > MAX_DATES:
+        raise InvalidInputError("dates", f"at most {MAX_DATES} dates, got {len(values)}")
+    found = set()
+    for position, value in enumerate(values):
+        try:
+            if not isinstance(value, str) or not _DATE.match(value):
+                raise ValueError
+            found.add(date.fromisoformat(value))
+        except ValueError:
+            raise InvalidInputError(f"dates.{position}", "must be a date as YYYY-MM-DD (a day that exists)") from None
+    return found
+
