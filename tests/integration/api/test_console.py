@@ -460,3 +460,23 @@ def test_replay_a_failed_run_from_its_page(console: Console, target: Target) -> 
     expect(page.locator(".settings").first).to_contain_text("Replayed1 time")
     expect(page.get_by_role("button", name="Replay")).to_have_count(0)  # a succeeded run is not replayed
     assert [r["headers"]["Tickwork-Run-Id"] for r in target.requests] == [queued["id"]] * 2
+
+
+def test_a_job_takes_calendars_in_the_form_and_its_page_marks_skipped_slots(console: Console, target: Target) -> None:
+    job = console.job(name="weekdays", schedule=HOURLY, request={"url": target.url + "/w"})
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="weekdays").click()
+    page.get_by_role("link", name="Edit").click()
+    page.get_by_label("Not on the dates of calendars (optional)").fill("nope")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.locator("#f-calendars-error")).to_contain_text("no calendar of that name")
+
+    # The dates of the next 30 hourly slots: the page's first slot is on one of them whenever it loads.
+    slots = console.api("POST", "/schedules/preview", {"schedule": HOURLY, "count": 30})[1]["fire_times"]
+    assert console.api("PUT", "/calendars/days-off", {"dates": sorted({t["utc"][:10] for t in slots})})[0] == 201
+    page.get_by_label("Not on the dates of calendars (optional)").fill("days-off")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_text("not on dates of days-off: recorded skipped")).to_be_visible()
+    expect(page.locator(".times li").first).to_contain_text("excluded by days-off")
+    assert console.api("GET", f"/jobs/{job['id']}")[1]["calendar"] == {"exclude": ["days-off"], "on_excluded": "skip"}

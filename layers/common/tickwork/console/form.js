@@ -32,11 +32,16 @@ const FIELDS = [
   ['catchup_window_seconds', 'f-window', 'Catch-up window (seconds)', () => h('input', { type: 'number', min: 0, inputmode: 'numeric' })],
   ['start_at', 'f-start', 'Start at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-01-01T00:00:00Z', spellcheck: 'false' })],
   ['end_at', 'f-end', 'End at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-12-31T00:00:00Z', spellcheck: 'false' })],
+  ['calendar.exclude', 'f-calendars', 'Not on the dates of calendars (optional)', () => h('input', { type: 'text', placeholder: 'us-holidays', spellcheck: 'false' }),
+    'calendar names, comma-separated (PUT /calendars/{name}); dates on the job\'s time zone'],
+  ['calendar.on_excluded', 'f-on-excluded', 'On an excluded date', () => h('select', {},
+    [['skip', 'skip: record the run skipped'], ['next_day', 'next_day: run on the next date not excluded']].map(([v, t]) => h('option', { value: v }, t)))],
   ['completion.mode', 'f-completion', 'A run ends', () => h('select', {},
     [['response', 'response: with the answer'], ['callback', 'callback: when the target calls its Tickwork-Callback-Url']].map(([v, t]) => h('option', { value: v }, t)))],
   ['completion.timeout_seconds', 'f-completion-timeout', 'Callback timeout (seconds)', () => h('input', { type: 'number', min: 1, max: 86400, inputmode: 'numeric' }),
     'callback only: how long a run awaits its callback before its attempt fails (default 3600)'],
 ];
+const CALENDAR = ['calendar.exclude', 'calendar.on_excluded'];
 const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds',
   'spread_seconds', 'completion.timeout_seconds']);
 
@@ -67,8 +72,8 @@ function renderForm(main, view, job, navigate) {
   const form = h('form', { class: 'job-form', novalidate: true },
     formError, fields.slice(0, 4), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(4, 9)),
     h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(9, 15)),
-    h('fieldset', {}, h('legend', {}, 'Window'), fields.slice(15, 17)),
-    h('fieldset', {}, h('legend', {}, 'Completion'), fields.slice(17)),
+    h('fieldset', {}, h('legend', {}, 'Window and calendars'), fields.slice(15, 19)),
+    h('fieldset', {}, h('legend', {}, 'Completion'), fields.slice(19)),
     h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
   const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
     .concat(['UTC']).map((z) => h('option', { value: z })));
@@ -176,6 +181,7 @@ function valuesOf(job) {
     catchup_window_seconds: String(job.catchup_window_seconds), spread_seconds: String(job.spread_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
     'completion.mode': job.completion?.mode ?? 'response',
     'completion.timeout_seconds': job.completion?.timeout_seconds ? String(job.completion.timeout_seconds) : '',
+    'calendar.exclude': (job.calendar?.exclude ?? []).join(', '), 'calendar.on_excluded': job.calendar?.on_excluded ?? 'skip',
   };
 }
 
@@ -204,6 +210,12 @@ function typed(name, text) {
   return name === 'name' ? text : text.trim();
 }
 
+// The two calendar fields are one API field: null without names.
+function calendarOf(values) {
+  const exclude = values['calendar.exclude'].split(',').map((n) => n.trim()).filter(Boolean);
+  return exclude.length ? { exclude, on_excluded: values['calendar.on_excluded'] } : null;
+}
+
 function put(body, name, value) {
   const [outer, inner] = name.split('.');
   if (inner === undefined) body[outer] = value;
@@ -214,11 +226,14 @@ function put(body, name, value) {
 function creation(values) {
   const body = {};
   for (const [name, text] of Object.entries(values)) {
+    if (CALENDAR.includes(name)) continue;
     const optional = NUMBERS.has(name) || ['request.headers', 'request.body', 'start_at', 'end_at'].includes(name);
     if (optional && text.trim() === '') continue;
     put(body, name, typed(name, text));
   }
   if (!body.request?.body && body.request?.method === 'GET') delete body.request.body;
+  const calendar = calendarOf(values);
+  if (calendar) body.calendar = calendar;
   return withCompletion(body, values);
 }
 
@@ -235,7 +250,10 @@ function withCompletion(body, values) {
 function changes(values, initial) {
   const body = {};
   for (const [name, text] of Object.entries(values)) {
-    if (text !== initial[name]) put(body, name, name === 'completion.timeout_seconds' && text.trim() === '' ? null : typed(name, text));
+    if (text !== initial[name] && !CALENDAR.includes(name)) {
+      put(body, name, name === 'completion.timeout_seconds' && text.trim() === '' ? null : typed(name, text));
+    }
   }
+  if (CALENDAR.some((name) => values[name] !== initial[name])) body.calendar = calendarOf(values);
   return withCompletion(body, values);
 }

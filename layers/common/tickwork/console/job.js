@@ -117,6 +117,8 @@ function settingsList(job) {
     ['Retry', `${job.retry.strategy}, ${job.retry.max_attempts} attempts, delay ${job.retry.delay_seconds} s`],
     ['Overlap', job.overlap],
     ['Catch-up', `${job.catchup}, window ${job.catchup_window_seconds} s`],
+    job.calendar ? ['Calendars', `not on dates of ${job.calendar.exclude.join(', ')}: ${job.calendar.on_excluded === 'next_day'
+      ? 'runs on the next date not excluded' : 'recorded skipped'}`] : null,
     ['Version', job.version],
     ['Created', absTime(job.created_at)],
     ['Updated', absTime(job.updated_at)],
@@ -131,14 +133,24 @@ async function nextRuns(job) {
   if (job.status === 'completed') return h('p', { class: 'muted' }, 'Completed: no more runs.');
   let preview;
   try {
-    preview = await api('POST', '/schedules/preview', { schedule: job.schedule, timezone: job.timezone, count: UPCOMING,
-      start_at: job.start_at, end_at: job.end_at, job_id: job.id, spread_seconds: job.spread_seconds });
+    const body = { schedule: job.schedule, timezone: job.timezone, count: UPCOMING, start_at: job.start_at, end_at: job.end_at,
+      job_id: job.id, spread_seconds: job.spread_seconds };
+    if (job.calendar) body.calendar = job.calendar;
+    preview = await api('POST', '/schedules/preview', body);
   } catch (error) {
     if (error instanceof ApiError && error.status === 400) return h('p', { class: 'muted' }, 'No more runs.');
     throw error;
   }
   return h('div', {}, job.status === 'paused' ? h('p', { class: 'muted' }, 'Paused: these slots will not run unless it is resumed.') : null,
-    h('ol', { class: 'times' }, preview.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, relTime(t.utc))))));
+    h('ol', { class: 'times' }, preview.fire_times.map((t) => h('li', {}, absTime(t.utc), h('span', { class: 'rel' }, relTime(t.utc)),
+      calendarNote(t)))));
+}
+
+// A slot a calendar skips or moved: said beside its time.
+function calendarNote(slot) {
+  if (slot.excluded_by) return h('span', { class: 'muted' }, ` skipped: excluded by ${slot.excluded_by}`);
+  if (slot.moved_from) return h('span', { class: 'muted' }, ` moved from ${absTime(slot.moved_from)}`);
+  return null;
 }
 
 function setText(element, value) {
