@@ -84,3 +84,36 @@ def test_what_is_not_an_all_day_calendar_is_a_400_naming_ical(text: str, message
         parse_ical(text)
     assert caught.value.field == "ical" and message in caught.value.message
     assert "secret meeting" not in caught.value.message and "not a calendar" not in caught.value.message
+
+
+def test_at_most_100_recurring_events_and_a_daily_rule_from_long_ago_expands_fast() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        parse_ical(ics(*["DTSTART;VALUE=DATE:20200101\r\nRRULE:FREQ=WEEKLY"] * 101))
+    assert caught.value.field == "ical" and "at most 100 events with an RRULE" in caught.value.message
+    # dateutil walks a rule from its start: a rule from the year 1 starts counting near the year asked.
+    every_other_day = Calendar("c", frozenset(), parse_ical(ics("DTSTART;VALUE=DATE:00010101\r\nRRULE:FREQ=DAILY;INTERVAL=2")))
+    first_day = date(1, 1, 1)
+    assert [d for d in (date(8999, 6, 1), date(8999, 6, 2)) if every_other_day.excludes(d)] == [
+        d for d in (date(8999, 6, 1), date(8999, 6, 2)) if (d - first_day).days % 2 == 0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_rule_that_starts_counting_later_gives_the_dates_a_full_walk_gives(seed: int) -> None:
+    from datetime import datetime, timedelta
+    import random
+
+    from dateutil import rrule
+
+    rng = random.Random(seed)
+    for _ in range(50):
+        frequency = rng.choice(["DAILY", "WEEKLY", "MONTHLY", "YEARLY"])
+        extra = rng.choice(["", ";BYDAY=MO,FR", ";BYDAY=-1FR", ";UNTIL=20400101", ";BYMONTH=3,9"])
+        text = f"FREQ={frequency};INTERVAL={rng.randint(1, 5)}{extra}"
+        start = date(rng.randint(1990, 2020), rng.randint(1, 12), rng.randint(1, 28))
+        event, year = Event(start, rng.randint(1, 3), (text,)), rng.randint(2021, 2045)
+        walk = rrule.rruleset()
+        walk.rdate(datetime.combine(start, datetime.min.time()))
+        walk.rrule(rrule.rrulestr(text, dtstart=datetime.combine(start, datetime.min.time())))
+        expected = {m.date() + timedelta(days=n) for m in walk.between(datetime(year - 1, 12, 20), datetime(year, 12, 31), inc=True)
+                    for n in range(event.days)}
+        assert set(event.dates_in(year)) == {d for d in expected if d.year == year}, (text, start, year)

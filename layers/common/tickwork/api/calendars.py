@@ -5,9 +5,9 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
-from tickwork.api.models import Timestamp, _Strict
+from tickwork.api.models import Timestamp, _storable, _Strict
 from tickwork.api.routes import JobsReader, JobsWriter, needs, openapi_responses
 from tickwork.store.calendars import CalendarRow
 from tickwork.tenant import calendars
@@ -24,7 +24,7 @@ class CalendarPut(_Strict):
 
     dates: list[DateText] | None = Field(None, max_length=calendars.MAX_DATES, description=(
         f"Dates excluded, YYYY-MM-DD, at most {calendars.MAX_DATES}."))
-    ical: str | None = Field(None, max_length=calendars.MAX_ICAL_BYTES, description=(
+    ical: Annotated[str, AfterValidator(_storable)] | None = Field(None, max_length=calendars.MAX_ICAL_BYTES, description=(
         "An iCalendar file (RFC 5545) of all-day VEVENTs (DTSTART;VALUE=DATE), which may span several days "
         "(DTEND, DURATION) and recur (RRULE by day, week, month or year; RDATE; EXDATE); at most 256 KiB."), examples=["BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//example//holidays//EN\r\nBEGIN:VEVENT\r\n"
                  "UID:christmas\r\nDTSTART;VALUE=DATE:20201225\r\nRRULE:FREQ=YEARLY\r\nSUMMARY:Christmas\r\n"

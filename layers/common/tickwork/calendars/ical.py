@@ -17,13 +17,16 @@ from tickwork.errors import InvalidInputError
 FIELD = "ical"
 # A holiday feed holds a few hundred events; past this a calendar is a data set, not a list of days off.
 MAX_EVENTS = 2000
+# Each recurring event is expanded for every year a schedule asks about (the poller: this one and the next); a
+# holiday calendar has a few dozen.
+MAX_RECURRING = 100
 # An event covering more than a year is not a day off.
 MAX_EVENT_DAYS = 366
 # All-day events recur by day at the finest; a rule with times of day does not describe dates.
 _FREQUENCIES = frozenset({"DAILY", "WEEKLY", "MONTHLY", "YEARLY"})
 _TIME_PARTS = frozenset({"BYHOUR", "BYMINUTE", "BYSECOND"})
 _RANGES = {"BYMONTH": (1, 12), "BYMONTHDAY": (1, 31), "BYYEARDAY": (1, 366), "BYWEEKNO": (1, 53),
-           "BYSETPOS": (1, 366), "INTERVAL": (1, 1000), "COUNT": (1, 100_000)}
+           "BYSETPOS": (1, 366), "INTERVAL": (1, 1000), "COUNT": (1, 1000)}
 T = TypeVar("T")
 
 
@@ -31,14 +34,18 @@ def parse_ical(text: str) -> tuple[Event, ...]:
     """The all-day events of an iCalendar text; raises InvalidInputError(field="ical") with the reason."""
     try:
         calendars = icalendar.Calendar.from_ical(text, multiple=True)
-    except (ValueError, IndexError, KeyError, TypeError):
+    except Exception:  # noqa: BLE001 - icalendar raises many kinds for a malformed file
         raise InvalidInputError(FIELD, "not an iCalendar file: a line is not NAME:value, or a block is not closed") from None
     if not calendars or any(c.name != "VCALENDAR" for c in calendars):
         raise InvalidInputError(FIELD, "not an iCalendar file: it must be a BEGIN:VCALENDAR ... END:VCALENDAR block")
     events = [component for calendar in calendars for component in calendar.walk("VEVENT")]
     if len(events) > MAX_EVENTS:
         raise InvalidInputError(FIELD, f"at most {MAX_EVENTS} events, got {len(events)}")
-    return tuple(_event(number, component) for number, component in enumerate(events, 1))
+    parsed = tuple(_event(number, component) for number, component in enumerate(events, 1))
+    recurring = sum(1 for event in parsed if event.rrules)
+    if recurring > MAX_RECURRING:
+        raise InvalidInputError(FIELD, f"at most {MAX_RECURRING} events with an RRULE, got {recurring}")
+    return parsed
 
 
 def _event(number: int, component: Any) -> Event:

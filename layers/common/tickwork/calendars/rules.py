@@ -42,15 +42,17 @@ class Event:
                    tuple(map(date.fromisoformat, raw.get("rdates", ()))),
                    tuple(map(date.fromisoformat, raw.get("exdates", ()))))
 
-    def ruleset(self) -> rrule.rruleset | None:
-        """The event's recurrence (None: it happens once); raises ValueError for a rule dateutil refuses."""
+    def ruleset(self, near: date | None = None) -> rrule.rruleset | None:
+        """The event's recurrence (None: it happens once); raises ValueError for a rule dateutil refuses.
+        `near`: only occurrences from about then on are wanted, so a rule may start counting later."""
         if not self.rrules and not self.rdates:
             return None
         first = datetime.combine(self.start, datetime.min.time())
         rules = rrule.rruleset()
         rules.rdate(first)
         for text in self.rrules:
-            rules.rrule(rrule.rrulestr(text, dtstart=first, ignoretz=True))  # type: ignore[arg-type]
+            start = datetime.combine(_later_start(text, self.start, near), datetime.min.time())
+            rules.rrule(rrule.rrulestr(text, dtstart=start, ignoretz=True))  # type: ignore[arg-type]
         for extra in self.rdates:
             rules.rdate(datetime.combine(extra, datetime.min.time()))
         for excluded in self.exdates:
@@ -60,7 +62,7 @@ class Event:
     def dates_in(self, year: int) -> Iterable[date]:
         """The dates of `year` this event covers (an occurrence begun late the year before included)."""
         first, last = date(year, 1, 1), date(year, 12, 31)
-        rules = self.ruleset()
+        rules = self.ruleset(near=first - timedelta(days=self.days))
         if rules is None:
             starts: Iterable[date] = [self.start]
         else:
@@ -72,6 +74,26 @@ class Event:
                 day = start + timedelta(days=offset)
                 if first <= day <= last:
                     yield day
+
+
+def _later_start(text: str, start: date, near: date | None) -> date:
+    """Where a rule may start counting so that its occurrences from `near` on are the same: dateutil walks
+    every occurrence from the start, and a daily rule from the year 1 would take seconds to reach today. A
+    rule with COUNT, or by month from a day some months lack, is not moved; yearly ones are cheap as they are."""
+    parts = dict(part.split("=", 1) for part in text.upper().split(";") if "=" in part)
+    if near is None or near <= start or "COUNT" in parts:
+        return start
+    interval = int(parts.get("INTERVAL", "1"))
+    frequency = parts.get("FREQ")
+    if frequency in ("DAILY", "WEEKLY"):
+        step = interval * (7 if frequency == "WEEKLY" else 1)
+        return start + timedelta(days=(near - start).days // step * step)
+    if frequency == "MONTHLY" and start.day <= 28:
+        months = ((near.year - start.year) * 12 + near.month - start.month) // interval * interval - interval
+        if months > 0:
+            total = start.month - 1 + months
+            return start.replace(year=start.year + total // 12, month=total % 12 + 1)
+    return start
 
 
 @dataclass
