@@ -24,6 +24,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/secrets/{name}"): {"value": "v"}, ("POST", "/schedules/preview"): {"schedule": "every minute"},
     ("POST", "/api-keys"): {"name": "made"},
     ("PUT", "/jobs/by-key/{key}"): job_body(), ("POST", "/jobs/by-key/{key}/plan"): job_body(),
+    ("PUT", "/calendars/{name}"): {"dates": ["2026-12-25"]},
     ("POST", "/jobs/{job_id}/replay"): {"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z"},
 }
 

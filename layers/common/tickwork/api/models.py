@@ -328,6 +328,8 @@ class PreviewRequest(_Strict):
         "The job the times are for: H and the spread offset are derived from its id (not looked up; a job "
         "not created yet has none). Default 00000000-0000-0000-0000-000000000000."))
     spread_seconds: SpreadSeconds = 0
+    calendar: CalendarSpec | None = Field(None, description=(
+        "As a job's: fire_times then lists every slot, those skipped with excluded_by, those moved with moved_from."))
 
 
 ReplayStatus = Literal["failed", "lost", "missed", "skipped"]
@@ -341,10 +343,6 @@ class ReplayRequest(_Strict):
     statuses: list[ReplayStatus] = Field(list(replay.DEFAULT_STATUSES), min_length=1, max_length=4,
                                          description="Runs in any of these states are replayed.")
     dry_run: StrictBool = Field(False, description="Count and list the runs, and when they would go; change nothing.")
-
-
-    calendar: CalendarSpec | None = Field(None, description=(
-        "As a job's: fire_times then lists every slot, those skipped with excluded_by, those moved with moved_from."))
 
 
 # ---------------------------------------------------------------- API keys
