@@ -15,6 +15,18 @@ from tickwork.settings import Settings
 
 
 @dataclass(frozen=True)
+class Actor:
+    """Who makes a change, as the audit log records it (tickwork.tenant.audit): the API key (its id and name,
+    never the key itself), the request and the client's address; or a service acting for the tenant, which
+    names itself in `key_name` (`cloudformation:<stack>`) and has no key."""
+
+    key_id: str | None = None
+    key_name: str | None = None
+    request_id: str | None = None
+    client_ip: str | None = None
+
+
+@dataclass(frozen=True)
 class Scope:
     """Who is asking and when."""
 
@@ -26,3 +38,4 @@ class Scope:
     keyring: Keyring | None = None  # seals sensitive values (Services.keyring)
     key_id: str | None = None  # the API key asking; None for what no key asks (operations, tests)
     scopes: frozenset[str] = frozenset()  # the API key's (tickwork.tenant.access)
+    actor: Actor | None = None  # who the audit log says made a change; None: nobody to name (tests, operations)

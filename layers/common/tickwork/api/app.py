@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 
-from tickwork.api import bykey, callbacks, console, docs, errors, executions, health, replays, stats
+from tickwork.api import audit, bykey, callbacks, console, docs, errors, executions, health, replays, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.calendars import router as calendars_router
 from tickwork.api.body import JsonApiResolver, parse_json
@@ -34,8 +34,8 @@ app.configure_openapi(
 # By key first: /jobs/by-key/executions is the job keyed "executions", not the executions of a job "by-key".
 app.include_router(bykey.router)
 app.include_router(router)
-for extra in (executions.router, replays.router, stats.router, health.router, docs.router, keys_router, secrets_router,
-              notifications_router, calendars_router, console.router, callbacks.router):
+for extra in (executions.router, audit.router, replays.router, stats.router, health.router, docs.router, keys_router,
+              secrets_router, notifications_router, calendars_router, console.router, callbacks.router):
     app.include_router(extra)
 errors.register(app)
 

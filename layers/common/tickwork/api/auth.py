@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.request import Request
 
 from tickwork.dueindex.ratelimit import RateLimiter, key_bucket, tenant_bucket
 from tickwork.errors import RateLimitedError, UnauthorizedError
-from tickwork.scope import Scope
+from tickwork.scope import Actor, Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import access
@@ -57,8 +57,15 @@ def current_scope(request: Request) -> Scope:
     if caller is None:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller, now)
-    index = svc.index
-    return Scope(api_pool(svc), index, svc.settings, caller.tenant_id, now, svc.keyring, caller.key_id, caller.scopes)
+    return Scope(api_pool(svc), svc.index, svc.settings, caller.tenant_id, now, svc.keyring, caller.key_id, caller.scopes,
+                 actor(request, caller))
+
+
+def actor(request: Request, caller: keys.Caller) -> Actor:
+    """Who the audit log names for the request's changes: the key (id and name), API Gateway's request id and
+    the client's address as API Gateway saw it."""
+    context = request.resolved_event.get("requestContext") or {}
+    return Actor(caller.key_id, caller.name, context.get("requestId"), (context.get("http") or {}).get("sourceIp"))
 
 
 def _spend(svc: Services, request: Request, caller: keys.Caller, now: datetime) -> None:

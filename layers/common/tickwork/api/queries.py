@@ -38,9 +38,14 @@ def job_filter(status: list[str] | None, tag: list[str] | None, name_prefix: str
     return JobFilter(tuple(dict.fromkeys(status or ())), tuple(dict.fromkeys(tag or ())), name_prefix, key, source)
 
 
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    """400 naming `until` unless it is later than `since` (either may be absent)."""
+    if since is not None and until is not None and until <= since:
+        raise InvalidInputError("until", "must be later than since")
+
+
 def execution_filter(
     status: list[str] | None, job_id: str | None, since: datetime | None, until: datetime | None
 ) -> ExecutionFilter:
-    if since is not None and until is not None and until <= since:
-        raise InvalidInputError("until", "must be later than since")
+    check_window(since, until)
     return ExecutionFilter(tuple(dict.fromkeys(status or ())), job_id.lower() if job_id else None, since, until)

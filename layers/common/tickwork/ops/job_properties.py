@@ -102,10 +102,13 @@ def same_stack(source: str | None, stack_id: str) -> bool:
     return source is not None and source.startswith(_stack_prefix(stack_id))
 
 
-def _stack_prefix(stack_id: str) -> str:
+def stack_name(stack_id: str) -> str:
     # arn:aws:cloudformation:<region>:<account>:stack/<name>/<uuid>
-    stack = stack_id.split("/")[1] if stack_id.count("/") >= 2 else stack_id
-    return f"{SOURCE_PREFIX}{_bounded(stack, _MAX_STACK_CHARS)}/"
+    return stack_id.split("/")[1] if stack_id.count("/") >= 2 else stack_id
+
+
+def _stack_prefix(stack_id: str) -> str:
+    return f"{SOURCE_PREFIX}{_bounded(stack_name(stack_id), _MAX_STACK_CHARS)}/"
 
 
 def _bounded(name: str, limit: int) -> str:

@@ -30,9 +30,10 @@ from tickwork.ops.job_properties import (
     job_source,
     read_properties,
     same_stack,
+    stack_name,
     validation_reason,
 )
-from tickwork.scope import Scope
+from tickwork.scope import Actor, Scope
 from tickwork.store import tenants
 from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import bykey
@@ -74,9 +75,9 @@ def _act(svc: Services, event: Mapping[str, Any]) -> Answer:
                                                 "type this provider makes")
     source = job_source(str(event["StackId"]), str(event["LogicalResourceId"]))
     if event["RequestType"] == "Delete":
-        return _delete(svc, str(event["PhysicalResourceId"]), source, now)
+        return _delete(svc, str(event["PhysicalResourceId"]), source, now, event)
     declared = read_properties(event.get("ResourceProperties") or {})
-    scope = _scope(svc, _tenant_id(svc, declared.tenant), now)
+    scope = _scope(svc, _tenant_id(svc, declared.tenant), now, event)
     job = _put(scope, declared, source, str(event["StackId"]))
     logger.info("job declared by CloudFormation put", extra={"job_id": job.id, "tenant_id": scope.tenant_id,
                                                               "key": declared.key, "source": source})
@@ -107,11 +108,11 @@ def _draft(declared: JobProperties, source: str) -> JobDraft:
     return JobDraft(**body.model_dump())
 
 
-def _delete(svc: Services, resource_id: str, source: str, now: datetime) -> Answer:
+def _delete(svc: Services, resource_id: str, source: str, now: datetime, event: Mapping[str, Any]) -> Answer:
     target = parse_physical_id(resource_id)
     if target is None:
         return Answer(resource_id)  # a Create that failed: it made nothing
-    scope = _scope(svc, target[0], now)
+    scope = _scope(svc, target[0], now, event)
     job = _find(scope, target[1])
     if job is None or job.source != source:
         logger.info("no job of this resource to delete", extra={"key": target[1], "tenant_id": target[0],
@@ -140,12 +141,14 @@ def _tenant_id(svc: Services, tenant: str) -> str:
     return found
 
 
-def _scope(svc: Services, tenant_id: str, now: datetime) -> Scope:
-    """The tenant's scope as the API builds it (the API's statement timeout included)."""
+def _scope(svc: Services, tenant_id: str, now: datetime, event: Mapping[str, Any]) -> Scope:
+    """The tenant's scope as the API builds it (the API's statement timeout included); the audit log names the
+    stack and CloudFormation's request id."""
     if svc.keyring is not None:
         with svc.db.connection() as conn:
             svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside the job's transaction
-    return Scope(api_pool(svc), svc.index, svc.settings, tenant_id, now, svc.keyring)
+    actor = Actor(key_name=f"cloudformation:{stack_name(str(event['StackId']))}", request_id=str(event["RequestId"]))
+    return Scope(api_pool(svc), svc.index, svc.settings, tenant_id, now, svc.keyring, actor=actor)
 
 
 def _reason(exc: BaseException) -> str:

@@ -10,7 +10,8 @@
    (tickwork.runs.awaiting).
 3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
    older than the retention, oldest first, a batch at a time until done or the pass's
-   time for it is spent, and likewise Idempotency-Keys older than 24 hours and finished notifications.
+   time for it is spent, and likewise Idempotency-Keys older than 24 hours, finished notifications and
+   audit entries (kept as long as runs).
 4. Re-encrypt onto the newest data key what a rotation left (tickwork.secrets.vault.reseal_unsettled).
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
@@ -39,6 +40,7 @@ from tickwork.rules import replay, retry
 from tickwork.runs import awaiting, bounds, ends
 from tickwork.secrets import vault
 from tickwork.settings import Settings
+from tickwork.store import audit as audit_store
 from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
@@ -84,6 +86,7 @@ class MaintenanceReport:
     notifications_redispatched: int = 0
     notifications_lost: int = 0
     notifications_pruned: int = 0
+    audit_events_pruned: int = 0
     resealed: int = 0
     reseal_remaining: int = 0
 
@@ -121,6 +124,7 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
             report.pruned = prune(conn, now, svc.settings.retention_days, budget)
             report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
             report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days, budget)
+            report.audit_events_pruned = prune_audit(conn, now, svc.settings.retention_days, budget)
         reseal(svc, report)
     finally:
         index.release_maintenance_lock(token)
@@ -287,3 +291,10 @@ def prune_notifications(conn: Any, now: datetime, retention_days: int, budget: s
     if retention_days <= 0:
         return 0
     return notifications_store.prune(conn, now - timedelta(days=retention_days), BATCH, budget)
+
+
+def prune_audit(conn: Any, now: datetime, retention_days: int, budget: store.Budget) -> int:
+    """Audit entries go after the same retention as runs (a tenant's history quota does not bound them)."""
+    if retention_days <= 0:
+        return 0
+    return audit_store.prune(conn, now - timedelta(days=retention_days), BATCH, budget)

@@ -25,6 +25,7 @@ from tickwork.secrets import hosts, interpolation
 from tickwork.secrets.crypto import CURRENT_VERSION_TTL_SECONDS, Keyring, require_keyring
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
+from tickwork.tenant import audit
 
 if TYPE_CHECKING:
     from tickwork.scope import Scope
@@ -63,7 +64,9 @@ def _put_sealed(
     adding = not store.secret_exists(conn, scope.tenant_id, name)
     if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
         raise ConflictError(f"a tenant has at most {MAX_SECRETS} secrets", field="name")
-    return store.put_secret(conn, scope.tenant_id, name, sealed, scope.now, allowed_hosts, keep_hosts)
+    put = store.put_secret(conn, scope.tenant_id, name, sealed, scope.now, allowed_hosts, keep_hosts)
+    audit.record(conn, scope, audit.SECRET_PUT, target=name)  # its name only: never its value
+    return put
 
 
 def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) -> Page[SecretRow]:
@@ -73,9 +76,10 @@ def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) 
 
 
 def delete_secret(scope: Scope, name: str) -> None:
-    with scope.db.connection() as conn:
+    with scope.db.connection() as conn, conn.transaction():
         if not (interpolation.NAME.match(name) and store.delete_secret(conn, scope.tenant_id, name)):
             raise NotFoundError("secret not found")
+        audit.record(conn, scope, audit.SECRET_DELETED, target=name)
 
 
 def check_request(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
@@ -121,6 +125,7 @@ def _rotate(keyring: Keyring, conn: Any, scope: Scope) -> str:
     store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
     secret = signing.new_secret()
     _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
+    audit.record(conn, scope, audit.SIGNING_SECRET_ROTATED)
     return secret
 
 

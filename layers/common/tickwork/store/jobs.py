@@ -96,20 +96,22 @@ def update_job(conn: Any, job: JobRow) -> bool:
     ).rowcount == 1
 
 
-def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> bool:
+def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str | None:
     """Soft delete: the row stays for its executions' sake; runs not started yet are skipped with the
-    reason (a run in flight finishes its attempt, and is not retried). False if there was nothing to delete."""
-    return conn.execute(
+    reason (a run in flight finishes its attempt, and is not retried). Returns the job's name; None if there
+    was nothing to delete."""
+    row = conn.execute(
         "WITH deleted AS ("
         " UPDATE jobs SET status = 'deleted', deleted_at = %(at)s, updated_at = %(at)s, next_run_at = NULL"
-        f" WHERE id = %(id)s AND {_LIVE} RETURNING id"
+        f" WHERE id = %(id)s AND {_LIVE} RETURNING id, name"
         "), cancelled AS ("
         " UPDATE executions SET status = 'skipped', last_error = %(note)s,"
         " next_attempt_at = NULL, finished_at = %(at)s"
         " WHERE job_id IN (SELECT id FROM deleted) AND status IN ('queued', 'waiting', 'retrying'))"
-        " SELECT count(*) FROM deleted",
+        " SELECT name FROM deleted",
         {"id": job_id, "tenant_id": tenant_id, "at": at, "note": stopped_note("deleted")},
-    ).fetchone()[0] == 1
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:

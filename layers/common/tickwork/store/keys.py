@@ -47,12 +47,13 @@ class Caller:
     tenant_id: str
     last_used_at: datetime | None
     scopes: frozenset[str]
+    name: str = ""
 
 
 def authenticate(conn: Any, token: str) -> Caller | None:
     digest = key_digest(token)
     row = conn.execute(
-        "SELECT id::text, tenant_id::text, last_used_at, key_hash, scopes FROM api_keys"
+        "SELECT id::text, tenant_id::text, last_used_at, key_hash, scopes, name FROM api_keys"
         " WHERE key_hash = %s AND revoked_at IS NULL",
         (digest,),
     ).fetchone()
@@ -60,7 +61,7 @@ def authenticate(conn: Any, token: str) -> Caller | None:
     # comparison of key material anywhere depends on where two values first differ.
     if row is None or not hmac.compare_digest(bytes(row[3]), digest):
         return None
-    return Caller(row[0], row[1], row[2], frozenset(row[4]))
+    return Caller(row[0], row[1], row[2], frozenset(row[4]), row[5])
 
 
 def note_use(conn: Any, caller: Caller, now: datetime) -> None:

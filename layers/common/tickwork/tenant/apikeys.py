@@ -9,7 +9,8 @@ from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError
 from tickwork.scope import Scope
 from tickwork.store import keys as store
 from tickwork.store.keys import KeyRow
-from tickwork.tenant import access
+from tickwork.tenant import access, audit
+from tickwork.tenant.definition import FieldChange
 from tickwork.tenant.lookup import parse_id
 
 # Keys are for people and systems (CI, a service, a laptop), not minted per request; the list is one page.
@@ -23,7 +24,10 @@ def create_key(scope: Scope, name: str, scopes: Sequence[str] | None = None) -> 
         if len(store.lock_live_keys(conn, scope.tenant_id)) >= MAX_KEYS:
             raise QuotaExceededError("max_api_keys", MAX_KEYS,
                                      f"a tenant may have at most {MAX_KEYS} API keys; delete one first")
-        return store.create_key(conn, scope.tenant_id, name, granted, scope.now)
+        row, token = store.create_key(conn, scope.tenant_id, name, granted, scope.now)
+        audit.record(conn, scope, audit.API_KEY_CREATED, target=row.id, changes=(
+            FieldChange("name", None, row.name), FieldChange("scopes", None, list(row.scopes))))
+        return row, token
 
 
 def list_keys(scope: Scope) -> list[KeyRow]:
@@ -50,5 +54,6 @@ def delete_key(scope: Scope, key_id: str) -> None:
         if len(live) == 1:
             raise ConflictError("this is the tenant's last API key: create another one before deleting it")
         store.revoke_key(conn, scope.tenant_id, key_id, scope.now)
+        audit.record(conn, scope, audit.API_KEY_DELETED, target=key_id)
 
 

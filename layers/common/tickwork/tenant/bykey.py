@@ -8,33 +8,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
-from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.models import JobRow
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store import jobs as jobs_store
 from tickwork.tenant import calendars, jobs, quotas
+from tickwork.tenant.definition import FieldChange, definition_changes
 from tickwork.tenant.jobs import JobDraft
 from tickwork.tenant.lookup import found
-from tickwork.timeutil import rfc3339
 
 # Lowercase so that a key reads the same in a URL, a file name and a CloudFormation template.
 KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 Action = Literal["create", "update", "unchanged"]
-
-
-@dataclass(frozen=True)
-class FieldChange:
-    """One field of the definition, by its dotted path (`request.url`, `request.headers.X-Team`), as shown
-    by the API: sensitive header values as REDACTED."""
-
-    field: str
-    old: Any
-    new: Any
 
 
 @dataclass(frozen=True)
@@ -94,44 +83,9 @@ def delete_job_by_key(scope: Scope, key: str) -> None:
     jobs.delete_job(scope, get_job_by_key(scope, key).id)
 
 
-def definition_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
-    """The fields of the definition that differ, in a stable order; a sealed value that differs shows as
-    REDACTED on both sides."""
-    before, after = _definition(old), _definition(new)
-    names = list(before) + [name for name in after if name not in before]
-    return tuple(
-        FieldChange(name, _shown(name, before.get(name)), _shown(name, after.get(name)))
-        for name in names if before.get(name) != after.get(name)
-    )
-
-
 def _keyed(key: str, draft: JobDraft) -> JobDraft:
     if not KEY.match(key):
         raise InvalidInputError("key", f"must match {KEY.pattern}: lowercase letters, digits, '.', '_' and '-'")
     if draft.key is not None and draft.key != key:
         raise InvalidInputError("key", f"the body's key {draft.key!r} differs from the path's {key!r}")
     return replace(draft, key=key)
-
-
-def _definition(job: JobRow) -> dict[str, Any]:
-    """The job's definition (what a PUT sets) flattened to dotted paths."""
-    flat: dict[str, Any] = {"name": job.name, "schedule": job.schedule, "timezone": job.timezone,
-                            "start_at": rfc3339(job.start_at), "end_at": rfc3339(job.end_at),
-                            "spread_seconds": job.spread_seconds}
-    request = job.request
-    flat.update({f"request.{name}": value for name, value in request.items() if name != "headers"})
-    flat.update({f"request.headers.{name}": value for name, value in (request.get("headers") or {}).items()})
-    flat.update({f"retry.{name}": value for name, value in job.retry.items()})
-    flat.update({"overlap": job.overlap, "catchup": job.catchup, "catchup_window_seconds": job.catchup_window_seconds,
-                 "tags": list(job.tags), "description": job.description, "notify": job.notify,
-                 "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source,
-                 "completion": job.completion, "calendar": job.calendar})
-    return flat
-
-
-def _shown(name: str, value: Any) -> Any:
-    if value is not None and name.startswith("request.headers.") and is_sensitive_header(name.split(".", 2)[2]):
-        return REDACTED
-    return value
-
-

@@ -1,4 +1,4 @@
-"""What a list of jobs or executions is narrowed to. Plain values: the API checks them, the stores turn them
+"""What a list of jobs, executions or audit entries is narrowed to. Plain values: the API checks them, the stores turn them
 into SQL."""
 from __future__ import annotations
 
@@ -28,6 +28,16 @@ class ExecutionFilter:
 
     statuses: tuple[str, ...] = ()
     job_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Audit entries of `job_id`, of `action`, made in [`since`, `until`) (each None: any)."""
+
+    job_id: str | None = None
+    action: str | None = None
     since: datetime | None = None
     until: datetime | None = None
 

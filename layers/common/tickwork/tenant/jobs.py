@@ -31,7 +31,7 @@ from tickwork.store import executions as executions_store
 from tickwork.store import history as history_store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.history import ExecutionRow
-from tickwork.tenant import calendars, quotas
+from tickwork.tenant import audit, calendars, quotas
 from tickwork.tenant.filters import JobFilter
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
@@ -86,6 +86,7 @@ def create_job(scope: Scope, draft: JobDraft) -> JobRow:
         job = _with_calendars(scope, conn, job, None)
         with _key_taken(job.key):
             jobs_store.insert_job(conn, job)
+        audit.record(conn, scope, audit.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
     scheduling.index_job(scope.index, job)
     return job
 
@@ -125,26 +126,29 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
 
 def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
     """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
-    return transition(scope, job_id, lambda _, job: _apply(scope, job, changes))
+    return transition(scope, job_id, lambda _, job: _apply(scope, job, changes), action=audit.JOB_UPDATED)
 
 
 def pause_job(scope: Scope, job_id: str) -> JobRow:
     """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
     flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
     return transition(scope, job_id, lambda _, job: _paused(job),
-                       then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now))
+                      then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now),
+                      action=audit.JOB_PAUSED)
 
 
 def resume_job(scope: Scope, job_id: str) -> JobRow:
-    return transition(scope, job_id, lambda _, job: _resumed(job, scope.now))
+    return transition(scope, job_id, lambda _, job: _resumed(job, scope.now), action=audit.JOB_RESUMED)
 
 
 def delete_job(scope: Scope, job_id: str) -> None:
     """Soft delete: the job stops running and disappears from the API; its executions are kept."""
     job_id = parse_id(job_id, "job")
-    with scope.db.connection() as conn:
-        if not jobs_store.delete_job(conn, scope.tenant_id, job_id, scope.now):
+    with scope.db.connection() as conn, conn.transaction():
+        name = jobs_store.delete_job(conn, scope.tenant_id, job_id, scope.now)
+        if name is None:
             raise NotFoundError("job not found")
+        audit.record(conn, scope, audit.JOB_DELETED, job_id=job_id, target=name)
     scope.index.remove_job(job_id)
 
 
@@ -156,6 +160,7 @@ def run_job(scope: Scope, job_id: str) -> ExecutionRow:
         job = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
         execution_id = executions_store.insert_manual(conn, scope.tenant_id, job.id, scope.now)
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
+        audit.record(conn, scope, audit.JOB_RUN, job_id=job.id, target=execution_id)
     scope.index.schedule_execution(execution_id, 1, to_ms(scope.now))
     return execution
 
@@ -215,10 +220,11 @@ def _key_taken(key: str | None) -> Iterator[None]:
 
 def transition(
     scope: Scope, job_id: str, change: Callable[[Any, JobRow], JobRow],
-    then: Callable[[Any, JobRow], None] | None = None,
+    then: Callable[[Any, JobRow], None] | None = None, action: str = audit.JOB_UPDATED,
 ) -> JobRow:
     """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
-    transaction, when it changed), then make the due index match."""
+    transaction, when it changed) with an audit entry of `action` naming what changed, then make the due index
+    match. A change that changes nothing shown (a no-op update, resuming an active job) records nothing."""
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
@@ -234,6 +240,9 @@ def transition(
                 jobs_store.update_job(conn, updated)
             if then is not None:
                 then(conn, updated)
+            changed = audit.job_changes(current, updated)
+            if changed:
+                audit.record(conn, scope, action, job_id=updated.id, target=updated.name, changes=changed)
     if _indexed(updated) != _indexed(current):
         scheduling.index_job(scope.index, updated)
     return updated

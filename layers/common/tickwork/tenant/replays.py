@@ -19,6 +19,7 @@ from tickwork.scope import Scope
 from tickwork.store import history as history_store
 from tickwork.store import replays as store
 from tickwork.store.history import ExecutionRow
+from tickwork.tenant import audit
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import rfc3339, to_ms
 
@@ -62,6 +63,7 @@ def replay_execution(scope: Scope, execution_id: str) -> ExecutionRow:
         if not queued:
             raise ConflictError("the run changed while it was being replayed; read it again")
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
+        audit.record(conn, scope, audit.JOB_REPLAYED, job_id=execution.job_id, target=execution_id)
     _dispatch(scope, queued)
     return execution
 
@@ -84,6 +86,9 @@ def replay_job(scope: Scope, job_id: str, ask: ReplayAsk) -> Replayed:
                                  scope.settings.replay_per_second)
             return _answer(ids, at, dry_run=True)
         queued = _queue(conn, scope, ids, ask.statuses)
+        if queued:  # the window as an ISO 8601 interval
+            audit.record(conn, scope, audit.JOB_REPLAYED, job_id=job_id,
+                         target=f"{rfc3339(ask.since)}/{rfc3339(ask.until)}")
     _dispatch(scope, queued)
     return _answer([q.execution_id for q in queued], [q.due for q in queued], dry_run=False)
 

@@ -1,0 +1,71 @@
+"""The audit log: who changed what of a tenant's, when. Every service that changes a tenant's jobs, secrets,
+keys, signing secret or calendars calls `record` in the transaction of the change, so an entry exists exactly
+when the change does.
+
+`changes` are fields before and after, as the API shows them: a sensitive header's value is REDACTED, a
+secret's value never appears (secrets are named only), an API key's token never (its id and name only).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Sequence
+
+from tickwork.models import JobRow, Key, Page
+from tickwork.scope import Actor, Scope
+from tickwork.store import audit as store
+from tickwork.store.audit import AuditRow
+from tickwork.tenant.definition import FieldChange, definition, definition_changes, shown
+from tickwork.tenant.filters import AuditFilter
+
+JOB_CREATED = "job.created"
+JOB_UPDATED = "job.updated"
+JOB_PAUSED = "job.paused"
+JOB_RESUMED = "job.resumed"
+JOB_RUN = "job.run"
+JOB_REPLAYED = "job.replayed"
+JOB_DELETED = "job.deleted"
+SECRET_PUT = "secret.put"
+SECRET_DELETED = "secret.deleted"
+API_KEY_CREATED = "api_key.created"
+API_KEY_DELETED = "api_key.deleted"
+SIGNING_SECRET_ROTATED = "signing_secret.rotated"
+CALENDAR_PUT = "calendar.put"
+CALENDAR_DELETED = "calendar.deleted"
+ACTIONS = (JOB_CREATED, JOB_UPDATED, JOB_PAUSED, JOB_RESUMED, JOB_RUN, JOB_REPLAYED, JOB_DELETED, SECRET_PUT,
+           SECRET_DELETED, API_KEY_CREATED, API_KEY_DELETED, SIGNING_SECRET_ROTATED, CALENDAR_PUT, CALENDAR_DELETED)
+# What a job's state is besides its definition: a change of these is recorded with the definition's.
+_STATE_FIELDS = ("status", "key")
+_NOBODY = Actor()
+
+
+def record(conn: Any, scope: Scope, action: str, *, job_id: str | None = None, target: str | None = None,
+           changes: Sequence[FieldChange] | None = None) -> None:
+    """One entry for a change `scope`'s actor makes, on `conn` inside the change's transaction."""
+    if action not in ACTIONS:
+        raise ValueError(f"unknown audit action {action!r}")
+    actor = scope.actor or _NOBODY
+    shown_changes = None if changes is None else [{"field": c.field, "before": c.old, "after": c.new} for c in changes]
+    store.insert_event(conn, AuditRow(
+        str(uuid.uuid4()), scope.tenant_id, scope.now, action, job_id, target, actor.key_id, actor.key_name,
+        actor.request_id, actor.client_ip, shown_changes))
+
+
+def job_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
+    """What an update changed of a job: its definition's fields (tickwork.tenant.definition), then its state."""
+    state = tuple(FieldChange(name, getattr(old, name), getattr(new, name))
+                  for name in _STATE_FIELDS if getattr(old, name) != getattr(new, name))
+    return definition_changes(old, new) + state
+
+
+def created_fields(job: JobRow) -> tuple[FieldChange, ...]:
+    """A new job's definition and state as changes from nothing (fields left empty are left out)."""
+    fields = {**definition(job), **{name: getattr(job, name) for name in _STATE_FIELDS}}
+    return tuple(FieldChange(name, None, shown(name, value)) for name, value in fields.items()
+                 if value not in (None, "", [], {}))
+
+
+def list_events(scope: Scope, filters: AuditFilter, limit: int, before: Key | None) -> Page[AuditRow]:
+    """The tenant's entries, newest first. A job id of another tenant (or of no job) matches none."""
+    with scope.db.connection() as conn:
+        rows = store.list_events(conn, scope.tenant_id, filters, limit + 1, before)
+    return Page.of(rows, limit, lambda row: (row.at, row.id))

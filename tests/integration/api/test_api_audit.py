@@ -1,0 +1,191 @@
+"""The audit log through the real API handler: every change made through the API leaves one entry naming the
+key (never the token), the request and the client, in the change's own transaction; GET /audit pages them
+newest first, narrowed and checked like the other lists, one tenant's never shown to another."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any, get_args
+
+import pytest
+
+from tests.conftest import load_event
+from tests.integration.api_client import Api, job_body, use_clock
+from tickwork.api.audit import AuditAction
+from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant import audit
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+SECRET_VALUE = "audit-canary-7d31f0"
+HEADER_VALUE = "audit-header-canary-99ab"
+CONTEXT = load_event("api_create_job.json")["requestContext"]
+
+
+class Ticking:
+    """The API's clock, a second later at each request: entries of successive requests are ordered by time."""
+
+    def __init__(self) -> None:
+        self.at = START
+
+    def __call__(self) -> float:
+        self.at += timedelta(seconds=1)
+        return self.at.timestamp()
+
+
+@pytest.fixture
+def keyed(api: Api) -> Api:
+    """The tenant's API, called with a key named "deployer" (created through the API, by the event's key)."""
+    use_clock(Ticking())
+    reply = api.call("POST", "/api-keys", {"name": "deployer"})
+    assert reply.status == 201, reply.body
+    return Api(api.handler, reply.body["key"], api.tenant_id, api.index)
+
+
+@pytest.fixture
+def other(api: Api, db: Any) -> Api:
+    tenant_id = create_tenant(db, "tenant-b")
+    return Api(api.handler, create_api_key(db, tenant_id, name="b-key"), tenant_id, api.index)
+
+
+def entries(api: Api, **query: str) -> list[dict[str, Any]]:
+    reply = api.call("GET", "/audit", query=query)
+    assert reply.status == 200, reply.body
+    return list(reply.body["items"])
+
+
+def error_field(reply: Any) -> tuple[int, str | None]:
+    return reply.status, (reply.body or {}).get("error", {}).get("field")
+
+
+def test_the_actions_documented_are_the_actions_recorded() -> None:
+    assert get_args(AuditAction) == audit.ACTIONS
+
+
+def test_every_change_to_a_job_is_recorded_with_who_made_it_and_a_no_op_records_nothing(keyed: Api) -> None:
+    job = keyed.create(request={"headers": {"Authorization": f"Bearer {HEADER_VALUE}", "X-Team": "a"}})
+    path = f"/jobs/{job['id']}"
+    assert keyed.call("PATCH", path, {"name": "renamed", "request": {"headers": {
+        "Authorization": "Bearer other", "X-Team": "b"}}}).status == 200
+    assert keyed.call("PATCH", path, {"name": "renamed"}).status == 200  # changes nothing
+    assert keyed.call("POST", path + "/pause").status == 200
+    assert keyed.call("POST", path + "/pause").status == 200  # paused already
+    assert keyed.call("POST", path + "/resume").status == 200
+    run = keyed.call("POST", path + "/run").body
+    assert keyed.call("DELETE", path).status == 204
+
+    found = entries(keyed, job_id=job["id"])
+    assert [e["action"] for e in found] == ["job.deleted", "job.run", "job.resumed", "job.paused", "job.updated",
+                                            "job.created"]
+    key_id = keyed.call("GET", "/api-keys/current").body["id"]
+    for entry in found:
+        assert (entry["key_id"], entry["key_name"]) == (key_id, "deployer")
+        assert (entry["request_id"], entry["client_ip"]) == (CONTEXT["requestId"], CONTEXT["http"]["sourceIp"])
+        assert entry["job_id"] == job["id"]
+    deleted, ran, resumed, paused, updated, created = found
+    assert deleted["target"] == "renamed" and deleted["changes"] is None
+    assert ran["target"] == run["id"]
+    assert paused["changes"] == [{"field": "status", "before": "active", "after": "paused"}]
+    assert resumed["changes"] == [{"field": "status", "before": "paused", "after": "active"}]
+    assert sorted(updated["changes"], key=lambda c: c["field"]) == [
+        {"field": "name", "before": job["name"], "after": "renamed"},
+        {"field": "request.headers.Authorization", "before": "***", "after": "***"},
+        {"field": "request.headers.X-Team", "before": "a", "after": "b"},
+    ]
+    created_fields = {c["field"]: c for c in created["changes"]}
+    assert created_fields["request.headers.Authorization"] == {
+        "field": "request.headers.Authorization", "before": None, "after": "***"}
+    assert created_fields["schedule"]["after"] == job["schedule"]
+    assert created_fields["status"]["after"] == "active"
+    assert [e["at"] for e in found] == sorted((e["at"] for e in found), reverse=True)
+    assert HEADER_VALUE not in json.dumps(found) and keyed.token not in json.dumps(found)
+
+
+def test_secrets_keys_and_the_signing_secret_are_recorded_by_name_never_by_value(keyed: Api, db: Any) -> None:
+    assert keyed.call("PUT", "/secrets/TOKEN", {"value": SECRET_VALUE}).status == 201
+    assert keyed.call("PUT", "/secrets/TOKEN", {"value": SECRET_VALUE + "2"}).status == 200
+    assert keyed.call("POST", "/signing-secret/rotate").status == 200
+    made = keyed.call("POST", "/api-keys", {"name": "ci", "scopes": ["jobs:read"]}).body
+    assert keyed.call("DELETE", f"/api-keys/{made['id']}").status == 204
+    assert keyed.call("DELETE", "/secrets/TOKEN").status == 204
+
+    found = entries(keyed)
+    assert [(e["action"], e["target"]) for e in found[:6]] == [
+        ("secret.deleted", "TOKEN"), ("api_key.deleted", made["id"]), ("api_key.created", made["id"]),
+        ("signing_secret.rotated", None), ("secret.put", "TOKEN"), ("secret.put", "TOKEN")]
+    assert found[2]["changes"] == [{"field": "name", "before": None, "after": "ci"},
+                                   {"field": "scopes", "before": None, "after": ["jobs:read"]}]
+    stored = "\n".join(r[0] for r in db.execute("SELECT row_to_json(a)::text FROM audit_events a"))
+    assert SECRET_VALUE not in stored and made["key"] not in stored and keyed.token not in stored
+
+
+def test_a_change_refused_or_rolled_back_records_nothing(keyed: Api) -> None:
+    refused = keyed.call("POST", "/jobs", job_body(request={"headers": {"X-Token": "${secrets.NOPE}"}}))
+    assert refused.status == 400
+    job = keyed.create()
+    assert keyed.call("PATCH", f"/jobs/{job['id']}", {"request": {"url": "http://127.0.0.1/"}}).status == 400
+    assert keyed.call("DELETE", "/secrets/NOPE").status == 404
+    assert [e["action"] for e in entries(keyed) if e["action"] != "api_key.created"] == ["job.created"]
+
+
+def test_the_log_pages_newest_first_and_narrows_by_action_job_and_time(keyed: Api) -> None:
+    jobs = [keyed.create(name=f"job-{n}") for n in range(3)]
+    for job in jobs:
+        assert keyed.call("POST", f"/jobs/{job['id']}/pause").status == 200
+    everything = entries(keyed, limit="200")
+    seen: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        reply = keyed.call("GET", "/audit", query={"limit": "2", **({"cursor": cursor} if cursor else {})}).body
+        seen += reply["items"]
+        cursor = reply["next_cursor"]
+        if cursor is None:
+            break
+    assert [e["id"] for e in seen] == [e["id"] for e in everything] and len(everything) == 7
+    assert [e["job_id"] for e in entries(keyed, action="job.paused")] == [j["id"] for j in reversed(jobs)]
+    assert [e["action"] for e in entries(keyed, job_id=jobs[1]["id"].upper())] == ["job.paused", "job.created"]
+    middle = everything[3]["at"]
+    assert [e["id"] for e in entries(keyed, since=middle)] == [e["id"] for e in everything[:4]]
+    assert [e["id"] for e in entries(keyed, until=middle)] == [e["id"] for e in everything[4:]]
+
+
+def test_a_tenant_sees_only_its_own_entries(keyed: Api, other: Api) -> None:
+    job = keyed.create()
+    assert keyed.call("PUT", "/secrets/MINE", {"value": "v"}).status == 201
+    assert other.call("PUT", "/secrets/THEIRS", {"value": "v"}).status == 201
+    assert entries(other, job_id=job["id"]) == []
+    theirs = entries(other)
+    assert [(e["action"], e["target"], e["key_name"]) for e in theirs] == [("secret.put", "THEIRS", "b-key")]
+    assert {e["action"] for e in entries(keyed)} == {"api_key.created", "job.created", "secret.put"}
+    assert other.call("GET", "/audit", query={"cursor": keyed.call(
+        "GET", "/audit", query={"limit": "1"}).body["next_cursor"]}).body["items"] == []
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"action": "job.exploded"}, "action"),
+    ({"job_id": "not-a-uuid"}, "job_id"),
+    ({"since": "2026-03-01"}, "since"),
+    ({"until": "2026-03-01T12:00:00"}, "until"),
+    ({"since": "2026-03-01T12:00:00Z", "until": "2026-03-01T11:00:00Z"}, "until"),
+    ({"cursor": "bm9wZQ"}, "cursor"),
+    ({"limit": "0"}, "limit"),
+    ({"limit": "201"}, "limit"),
+    ({"actions": "job.run"}, "actions"),
+])
+def test_bad_audit_queries_are_400s_naming_the_parameter(api: Api, query: dict[str, str], field: str) -> None:
+    assert error_field(api.call("GET", "/audit", query=query)) == (400, field)
+
+
+def test_an_executions_cursor_is_not_an_audit_cursor(api: Api) -> None:
+    for n in range(2):
+        api.create(name=f"job-{n}")
+        api.call("POST", f"/jobs/{api.create(name=f'run-{n}')['id']}/run")
+    cursor = api.call("GET", "/executions", query={"limit": "1"}).body["next_cursor"]
+    assert cursor is not None
+    assert error_field(api.call("GET", "/audit", query={"cursor": cursor})) == (400, "cursor")
+
+
+def test_the_log_needs_a_key_with_jobs_read(api: Api) -> None:
+    assert api.call("GET", "/audit", token=None).status == 401
+    key = api.call("POST", "/api-keys", {"name": "writer", "scopes": ["jobs:write"]}).body["key"]
+    refused = api.call("GET", "/audit", token=key)
+    assert refused.status == 403 and refused.body["error"]["message"] == "this API key lacks the scope jobs:read"
