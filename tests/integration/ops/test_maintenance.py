@@ -14,6 +14,7 @@ from tests.integration.helpers import attempts, due_index, executions, insert_jo
 from tests.support import mark_built, score_of
 from tickwork.dispatch.poller import Poller
 from tickwork.ops.maintenance import BATCH, RETENTION_UNTIL_SECONDS, run_maintenance
+from tickwork.store import audit as audit_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as maintenance_store
 from tickwork.store import notifications as notifications_store
@@ -262,6 +263,17 @@ def test_retention_deletes_old_finished_runs_with_their_attempts_only(services: 
     assert attempts(services, finished["succeeded"]) == []
 
 
+def test_audit_entries_go_after_the_retention_as_runs_do(services: Services) -> None:
+    with services.db.connection() as conn:
+        tenant_id = create_tenant(conn, "audited")
+        for days in (31, 30.5, 29):
+            conn.execute("INSERT INTO audit_events (id, tenant_id, at, action, target) VALUES (%s, %s, %s, %s, %s)",
+                         (str(uuid.uuid4()), tenant_id, NOW - timedelta(days=days), "secret.put", f"S{days}"))
+    assert run_maintenance(services, NOW, clock=SteppingClock(0.001)).audit_events_pruned == 2
+    with services.db.connection() as conn:
+        assert [r[0] for r in conn.execute("SELECT target FROM audit_events")] == ["S29"]
+
+
 class SteppingClock:
     """A monotonic clock that moves `step` seconds each time it is read."""
 
@@ -345,7 +357,8 @@ def test_the_history_quota_delete_walks_the_tenant_index_oldest_first(db: Any) -
 
 @pytest.mark.parametrize(("sql", "index"), [(maintenance_store._PRUNE, "executions_final_created"),
                                               (notifications_store._PRUNE, "notifications_final_created"),
-                                              (idempotency_store._PRUNE, "idempotency_keys_created")])
+                                              (idempotency_store._PRUNE, "idempotency_keys_created"),
+                                              (audit_store._PRUNE, "audit_events_at")])
 def test_each_retention_delete_walks_an_index_oldest_first(db: Any, sql: str, index: str) -> None:
     # Tables here are tiny, so the planner is told to avoid scanning them whole: what is checked is that an
     # index's predicate covers the query and that its order serves ORDER BY without a sort.
