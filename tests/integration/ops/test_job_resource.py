@@ -22,7 +22,8 @@ from tickwork.ops import custom_resource
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_tenant
-from tickwork.tenant import bykey
+from tickwork.tenant import audit, bykey
+from tickwork.tenant.filters import AuditFilter
 from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure
@@ -120,6 +121,27 @@ def test_an_update_that_changes_nothing_writes_nothing(
     again = _event(target, "Update", created["PhysicalResourceId"], _event(target, "Create")["ResourceProperties"])
     assert _send(provider, target, again)["Status"] == "SUCCESS"
     assert _job(services, tenant, "nightly-report") == before
+
+
+def test_the_audit_log_names_the_stack_and_cloudformations_request_for_each_change(
+    provider: Handler, target: Target, services: Services, tenant: str,
+) -> None:
+    create = _event(target, "Create")
+    created = _send(provider, target, create)
+    old = create["ResourceProperties"]
+    update = _event(target, "Update", created["PhysicalResourceId"], old, Name="Nightly report (v2)")
+    unchanged = _event(target, "Update", created["PhysicalResourceId"], update["ResourceProperties"],
+                       Name="Nightly report (v2)")
+    delete = _event(target, "Delete", created["PhysicalResourceId"])
+    for event in (update, unchanged, delete):
+        assert _send(provider, target, event)["Status"] == "SUCCESS"
+    scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
+    found = audit.list_events(scope, AuditFilter(), 10, None).items
+    assert {(e.request_id, e.action) for e in found} == {
+        (create["RequestId"], "job.created"), (update["RequestId"], "job.updated"), (delete["RequestId"], "job.deleted")}
+    assert {(e.key_id, e.key_name, e.client_ip) for e in found} == {(None, "cloudformation:reports", None)}
+    (changed,) = [e for e in found if e.action == "job.updated"]
+    assert changed.changes == [{"field": "name", "before": "Nightly report", "after": "Nightly report (v2)"}]
 
 
 def test_a_key_change_replaces_the_job_and_deleting_the_old_id_removes_only_the_old_job(
