@@ -297,6 +297,29 @@ def test_pause_and_resume(console: Console, target: Target) -> None:
     assert console.api("GET", f"/jobs/{job['id']}")[1]["status"] == "active"
 
 
+def test_the_job_page_lists_its_recent_changes_newest_first(console: Console, target: Target) -> None:
+    job = console.job(name="audited", schedule=HOURLY, request={"url": target.url + "/a",
+                                                                "headers": {"Authorization": "Bearer audit-secret"}})
+    page = console.page
+    console.sign_in()
+    page.get_by_role("link", name="audited").click()
+    changes = page.get_by_role("table", name="Changes").locator("tbody tr")
+    expect(changes).to_have_count(1)
+    expect(changes.first).to_contain_text("created")
+    page.get_by_role("button", name="Pause").click()
+    expect(changes).to_have_count(2)
+    expect(changes.first).to_contain_text("paused")
+    expect(changes.first).to_contain_text("status: active → paused")
+    # A change made elsewhere (another client) shows up with the page's next refresh.
+    assert console.api("PATCH", f"/jobs/{job['id']}", {"name": "audited v2", "request": {
+        "headers": {"Authorization": "Bearer rotated-secret"}}})[0] == 200
+    expect(changes).to_have_count(3)
+    expect(changes.first).to_contain_text("name: audited → audited v2")
+    expect(changes.first).to_contain_text("request.headers.Authorization: *** → ***")
+    assert "secret" not in changes.first.inner_text()
+    assert console.dialogs == [] and console.errors == []
+
+
 def test_a_job_managed_by_a_file_shows_its_key_and_source(console: Console, target: Target) -> None:
     body = {"name": "from-a-file", "schedule": HOURLY, "request": {"url": target.url + "/k"}, "source": "reports-repo"}
     status, _ = console.api("PUT", "/jobs/by-key/nightly-report", body)

@@ -1,4 +1,5 @@
-// One job: its settings, next 10 fire times, a chart of recent runs, the paged runs table and its actions.
+// One job: its settings, next 10 fire times, a chart of recent runs, the paged runs table, its recent changes
+// (the audit log) and its actions.
 
 import { api, can, query, ApiError } from './api.js';
 import { h, replace, link, badge, definitions } from './dom.js';
@@ -9,6 +10,9 @@ const RECENT = 50;
 const PAGE = 20;
 const REFRESH_MS = 3000;
 const UPCOMING = 10;
+const CHANGES = 20;
+// A changed value longer than this is cut (its full text is the cell's title).
+const VALUE_CHARS = 60;
 
 export async function jobView(main, view, id, navigate) {
   const path = `/jobs/${encodeURIComponent(id)}`;
@@ -29,6 +33,7 @@ export async function jobView(main, view, id, navigate) {
       h('input', { type: 'radio', name: 'measure', value, checked: value === measure,
         onchange: () => { measure = value; replace(chart, runChart(recent, measure)); } }), ` ${label}`)));
   const runs = runsTable(id, view);
+  const changes = changesTable(id, view);
   const confirm = deleteDialog(async () => {
     if (await act(() => api('DELETE', path).then(() => true), null)) navigate('#/jobs');
   });
@@ -40,6 +45,7 @@ export async function jobView(main, view, id, navigate) {
     h('div', { class: 'columns' },
       h('section', { 'aria-labelledby': 'h-settings' }, h('h2', { id: 'h-settings' }, 'Settings'), settings),
       h('section', { 'aria-labelledby': 'h-next' }, h('h2', { id: 'h-next' }, `Next ${UPCOMING} runs`), upcoming)),
+    h('section', { 'aria-labelledby': 'h-changes' }, h('h2', { id: 'h-changes' }, 'Changes'), changes.element),
     confirm.element);
 
   const guard = (promise) => promise.catch((error) => view.fail(error));
@@ -95,9 +101,9 @@ export async function jobView(main, view, id, navigate) {
   const refreshAll = async () => {
     const fresh = await api('GET', path);
     if (!view.alive) return;
-    await Promise.all([showJob(fresh, false), refreshRecent(), runs.refresh()]);
+    await Promise.all([showJob(fresh, false), refreshRecent(), runs.refresh(), changes.refresh()]);
   };
-  await Promise.all([showJob(job, true), refreshRecent(), runs.refresh()]);
+  await Promise.all([showJob(job, true), refreshRecent(), runs.refresh(), changes.refresh()]);
   view.poll(REFRESH_MS, refreshAll);
 }
 
@@ -259,4 +265,51 @@ function runsTable(id, view) {
     try { await refresh(true); } catch (error) { view.fail(error); }
   }
   return { element, refresh: () => (page === 0 ? refresh() : Promise.resolve()) };
+}
+
+// The job's last changes from the audit log, newest first: when, what, which key, and each field before and after.
+function changesTable(id, view) {
+  const body = h('tbody');
+  const element = h('div', { class: 'table-wrap changes' }, h('table', { class: 'data' },
+    h('caption', { class: 'visually-hidden' }, 'Changes'),
+    h('thead', {}, h('tr', {}, ['When', 'Action', 'By', 'Changed'].map((t) => h('th', { scope: 'col' }, t)))),
+    body));
+  let shown = null;
+  async function refresh() {
+    const page = await api('GET', `/audit${query({ job_id: id, limit: CHANGES })}`);
+    if (!view.alive) return;
+    const latest = page.items.map((entry) => entry.id).join();
+    if (latest === shown) return;  // nothing new: the rows (and any selection in them) stay
+    shown = latest;
+    replace(body, page.items.length ? page.items.map(changeRow)
+      : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No changes recorded.')));
+  }
+  return { element, refresh };
+}
+
+function changeRow(entry) {
+  const who = entry.key_name || (entry.key_id ? h('code', {}, entry.key_id.slice(0, 8)) : 'Tickwork');
+  const where = [entry.client_ip, entry.request_id && `request ${entry.request_id}`].filter(Boolean).join(', ');
+  return h('tr', {},
+    h('th', { scope: 'row', 'data-label': 'When' }, absTime(entry.at), h('span', { class: 'rel' }, relTime(entry.at))),
+    h('td', { 'data-label': 'Action' }, entry.action.replace(/^job\./, '')),
+    h('td', { 'data-label': 'By', title: where || null }, who),
+    h('td', { 'data-label': 'Changed' }, changedFields(entry)));
+}
+
+function changedFields(entry) {
+  const changes = entry.changes || [];
+  if (entry.action === 'job.created') return `${changes.length} fields set`;
+  if (entry.action === 'job.run' || entry.action === 'job.replayed') {
+    return entry.target && !entry.target.includes('/') ? h('a', { href: `#/runs/${encodeURIComponent(entry.target)}` }, 'the run')
+      : entry.target || '';
+  }
+  if (!changes.length) return '';
+  return h('ul', { class: 'plain' }, changes.map((c) => h('li', { class: 'wrap' }, h('code', {}, c.field), ': ',
+    shownValue(c.before), ' → ', shownValue(c.after))));
+}
+
+function shownValue(value) {
+  const text = value === null || value === undefined ? '—' : typeof value === 'string' ? value : JSON.stringify(value);
+  return text.length > VALUE_CHARS ? h('span', { title: text }, `${text.slice(0, VALUE_CHARS - 1)}…`) : text;
 }
