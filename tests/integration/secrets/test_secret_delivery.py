@@ -118,6 +118,7 @@ def test_nothing_stored_or_logged_holds_a_secret_or_a_sensitive_header_value(
     logs = "\n".join(json.dumps(vars(record), default=str) for record in caplog.records) + capsys.readouterr().out
     dump = _postgres_dump(services) + _redis_dump(services) + logs
     assert TOKEN not in dump and API_KEY not in dump
+    assert '"action":"secret.put"' in dump and '"action":"job.created"' in dump  # the audit log was searched too
     (run,) = executions(services, job["id"])
     with services.db.connection() as conn:
         bodies = [r[0] for r in conn.execute("SELECT response_body FROM attempts WHERE execution_id = %s", (run[0],))]
