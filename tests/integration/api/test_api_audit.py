@@ -118,6 +118,15 @@ def test_secrets_keys_and_the_signing_secret_are_recorded_by_name_never_by_value
     assert SECRET_VALUE not in stored and made["key"] not in stored and keyed.token not in stored
 
 
+def test_calendars_are_recorded_by_name(keyed: Api) -> None:
+    assert keyed.call("PUT", "/calendars/holidays", {"dates": ["2026-12-25"]}).status == 201
+    assert keyed.call("PUT", "/calendars/holidays", {"dates": ["2026-12-25", "2026-12-26"]}).status == 200
+    assert keyed.call("DELETE", "/calendars/holidays").status == 204
+    found = [(e["action"], e["target"], e["changes"]) for e in entries(keyed) if e["action"].startswith("calendar.")]
+    assert found == [("calendar.deleted", "holidays", None), ("calendar.put", "holidays", None),
+                     ("calendar.put", "holidays", None)]
+
+
 def test_a_change_refused_or_rolled_back_records_nothing(keyed: Api) -> None:
     refused = keyed.call("POST", "/jobs", job_body(request={"headers": {"X-Token": "${secrets.NOPE}"}}))
     assert refused.status == 400

@@ -3,8 +3,8 @@ keys, signing secret or calendars calls `record` in the transaction of the chang
 when the change does.
 
 A new kind of change gets an action here (and in tickwork.api.audit.AuditAction, which a test holds equal) and
-one call in its service, e.g. calendars: `audit.record(conn, scope, audit.CALENDAR_PUT, target=name)` (and
-CALENDAR_DELETED) inside the transaction that writes the calendar.
+one call in its service, inside the transaction that writes it, as calendars do:
+`audit.record(conn, scope, audit.CALENDAR_PUT, target=name)`.
 
 `changes` are fields before and after, as the API shows them: a sensitive header's value is REDACTED, a
 secret's value never appears (secrets are named only), an API key's token never (its id and name only).

@@ -24,6 +24,7 @@ from tickwork.scope import Scope
 from tickwork.store import calendars as store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.calendars import CalendarRow
+from tickwork.tenant import audit
 
 # Names as tags spell them, without `:`, `/` or `=`: `us-holidays`, `uk_bank.2026`.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -47,6 +48,7 @@ def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str
         if store.get(conn, scope.tenant_id, name) is None and store.count(conn, scope.tenant_id) >= MAX_CALENDARS:
             raise ConflictError(f"a tenant has at most {MAX_CALENDARS} calendars: delete one first", field="name")
         created = store.put(conn, scope.tenant_id, row)
+        audit.record(conn, scope, audit.CALENDAR_PUT, target=name)
         stored = store.get(conn, scope.tenant_id, name)
         assert stored is not None
         moved = [] if created else _reaimed(scope, conn, name)
@@ -96,6 +98,7 @@ def delete_calendar(scope: Scope, name: str) -> None:
             more = " and more" if len(users) > _NAMED_JOBS else ""
             raise ConflictError(f"calendar is used by job(s) {named}{more}: change their calendar first", field="name")
         store.delete(conn, scope.tenant_id, name)
+        audit.record(conn, scope, audit.CALENDAR_DELETED, target=name)
 
 
 # ---------------------------------------------------------------- jobs
