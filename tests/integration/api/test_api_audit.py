@@ -4,6 +4,7 @@ newest first, narrowed and checked like the other lists, one tenant's never show
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, get_args
 
@@ -116,6 +117,28 @@ def test_secrets_keys_and_the_signing_secret_are_recorded_by_name_never_by_value
                                    {"field": "scopes", "before": None, "after": ["jobs:read"]}]
     stored = "\n".join(r[0] for r in db.execute("SELECT row_to_json(a)::text FROM audit_events a"))
     assert SECRET_VALUE not in stored and made["key"] not in stored and keyed.token not in stored
+
+
+def test_replays_are_recorded_with_the_run_or_the_window_and_a_dry_run_is_not(keyed: Api, db: Any) -> None:
+    job = keyed.create()
+    first, _ = add_runs(db, keyed.tenant_id, job["id"], START - timedelta(hours=2), START - timedelta(hours=1))
+    assert keyed.call("POST", f"/executions/{first}/replay").status == 202
+    ask = {"since": "2026-03-01T10:30:00Z", "until": "2026-03-01T12:00:00Z"}
+    assert keyed.call("POST", f"/jobs/{job['id']}/replay", {**ask, "dry_run": True}).status == 202
+    assert keyed.call("POST", f"/jobs/{job['id']}/replay", ask).body["count"] == 1
+    found = [(e["action"], e["target"]) for e in entries(keyed, job_id=job["id"])]
+    assert found == [("job.replayed", "2026-03-01T10:30:00.000Z/2026-03-01T12:00:00.000Z"), ("job.replayed", first),
+                     ("job.created", job["name"])]
+
+
+def add_runs(db: Any, tenant_id: str, job_id: str, *slots: datetime) -> list[str]:
+    """Failed runs of the job at these slots, as the executors leave them."""
+    ids = [str(uuid.uuid4()) for _ in slots]
+    for run_id, slot in zip(ids, slots):
+        db.execute("INSERT INTO executions (id, tenant_id, job_id, scheduled_for, trigger, status, attempt_count,"
+                   " finished_at) VALUES (%s, %s, %s, %s, 'schedule', 'failed', 1, %s)",
+                   (run_id, tenant_id, job_id, slot, slot))
+    return ids
 
 
 def test_calendars_are_recorded_by_name(keyed: Api) -> None:
