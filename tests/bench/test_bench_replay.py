@@ -1,0 +1,57 @@
+"""The replay benchmark's pace figures (bench/replay.py), on arrivals made up here."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from bench.replay import pace
+from bench.target import Arrival
+
+JOB = "job-a"
+FIRST_AT = 1_900_000_000.0  # a fixed epoch second: nothing here reads the clock
+SLOT0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def arrivals(lags_ms: list[float], rate: int) -> list[Arrival]:
+    """The i-th run (slot i minutes after SLOT0) arriving lags_ms[i] after its paced instant."""
+    return [Arrival(FIRST_AT + i / rate + lag / 1000, f"run-{i}", JOB,
+                    (SLOT0 + timedelta(minutes=i)).isoformat().replace("+00:00", "Z"))
+            for i, lag in enumerate(lags_ms)]
+
+
+def test_runs_sent_at_their_instants_are_within_the_pace() -> None:
+    got = pace(arrivals([2.0] * 400, rate=100), JOB, 100, FIRST_AT)
+    assert (got["delivered"], got["duplicates"], got["out_of_order"]) == (400, 0, 0)
+    assert got["lag_ms"]["early"] == 0 and round(got["lag_ms"]["p99"], 3) == 2.0
+    assert got["busiest_second"] == 100 and got["within_pace"]
+
+
+def test_a_run_sent_ahead_of_its_instant_is_over_the_pace() -> None:
+    lags = [2.0] * 400
+    lags[200] = -50.0
+    got = pace(arrivals(lags, rate=100), JOB, 100, FIRST_AT)
+    assert got["lag_ms"]["early"] == 1 and got["lag_ms"]["min"] < -49
+    assert not got["within_pace"]
+
+
+def test_late_runs_gathering_with_the_next_are_allowed_what_their_lag_explains() -> None:
+    # Runs 100-119 held up and sent together 150 ms after the last one's instant: a second of arrivals holds
+    # those 20 and the next second's 100, over the pace's 10 % but within the 0.3 s of instants their lag spans.
+    lags = [1.0] * 400
+    for i in range(100, 120):
+        lags[i] = 150.0 + (119 - i) * 10.0
+    got = pace(arrivals(lags, rate=100), JOB, 100, FIRST_AT)
+    assert got["busiest_second"] == 120 and got["lag_ms"]["early"] == 0
+    assert 130 < got["allowed"] < 145 and got["within_pace"]
+
+
+def test_a_tick_handed_over_at_once_is_early_and_over_the_pace() -> None:
+    # Every run of each second sent at the second's start: the later ones arrive up to a second early.
+    lags = [-(i % 100) * 10.0 for i in range(400)]
+    got = pace(arrivals(lags, rate=100), JOB, 100, FIRST_AT)
+    assert got["lag_ms"]["early"] == 396 and not got["within_pace"]
+
+
+def test_without_the_first_instant_only_the_busiest_second_counts() -> None:
+    got = pace(arrivals([0.0] * 300, rate=100), JOB, 100)
+    assert got["lag_ms"] is None and got["busiest_second"] == 100 and got["within_pace"]
+    assert pace(arrivals([0.0] * 300, rate=200), JOB, 100)["busiest_second"] == 200
