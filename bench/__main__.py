@@ -164,12 +164,15 @@ def noisy_plan(args: argparse.Namespace) -> noisy.Plan:
 
 
 def run_schedule() -> str:
-    """bench/bench_schedule.py (next-fire maths, µs per call), as its own table."""
-    from bench import bench_schedule
+    """bench/bench_schedule.py (next-fire maths, µs per call) and bench/bench_plan.py (the poller's plan per due
+    job: H, spread, calendars), as their own tables."""
+    from bench import bench_plan, bench_schedule
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         bench_schedule.main()
+        print()
+        bench_plan.main()
     return out.getvalue()
 
 
@@ -358,7 +361,8 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
         Phase("shards", "Sharded claiming on a Redis Cluster of 3 primaries",
               f"shards ({args.shards_jobs:,} jobs, {args.shards_rounds} rounds, Redis Cluster of 3)",
               lambda: shards.run(args.shards_jobs, args.shards_rounds), shards.rows),
-        Phase("schedule", "Schedule maths (bench/bench_schedule.py)", "schedule maths", run_schedule),
+        Phase("schedule", "Schedule maths (bench/bench_schedule.py, bench/bench_plan.py)", "schedule maths",
+              run_schedule),
     ]
 
 
