@@ -125,6 +125,8 @@ function settingsList(job) {
     ['Catch-up', `${job.catchup}, window ${job.catchup_window_seconds} s`],
     job.calendar ? ['Calendars', `not on dates of ${job.calendar.exclude.join(', ')}: ${job.calendar.on_excluded === 'next_day'
       ? 'runs on the next date not excluded' : 'recorded skipped'}`] : null,
+    job.completion?.mode === 'callback' ? ['Completion',
+      `by callback: a run ends when its target calls its Tickwork-Callback-Url, within ${job.completion.timeout_seconds} s`] : null,
     ['Version', job.version],
     ['Created', absTime(job.created_at)],
     ['Updated', absTime(job.updated_at)],
