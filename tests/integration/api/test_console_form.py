@@ -51,3 +51,27 @@ def test_a_job_created_in_callback_mode_stores_and_shows_its_timeout(console: Co
     assert only_job(console)["completion"] == {"mode": "callback", "timeout_seconds": 600}
     expect(setting(console, "Completion")).to_contain_text("callback")
     expect(setting(console, "Completion")).to_contain_text("within 600 s")
+
+
+def test_the_callback_timeout_is_disabled_in_response_mode_and_not_sent(console: Console, target: Target) -> None:
+    page = console.page
+    fill_new_job(console, target, "answered")
+    mode = page.get_by_label("A run ends")
+    timeout = page.get_by_label("Callback timeout (seconds)")
+    expect(mode).to_have_value("response")
+    expect(timeout).to_be_disabled()
+    mode.select_option("callback")
+    expect(timeout).to_be_enabled()
+    timeout.fill("600")
+    mode.select_option("response")
+    expect(timeout).to_be_disabled()
+    expect(timeout).to_have_value("600")  # kept for a switch back to callback, greyed out meanwhile
+    background = "e => getComputedStyle(e).backgroundColor"
+    assert timeout.evaluate(background) != page.get_by_label("Name").evaluate(background)
+
+    with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/jobs")) as sent:
+        page.get_by_role("button", name="Create job").click()
+    expect(page.get_by_role("heading", name="answered")).to_be_visible()
+    assert sent.value.post_data_json["completion"] == {"mode": "response"}
+    assert only_job(console)["completion"] == {"mode": "response", "timeout_seconds": None}
+    expect(setting(console, "Completion")).to_have_count(0)

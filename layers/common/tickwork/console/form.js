@@ -66,6 +66,12 @@ function renderForm(main, view, job, navigate) {
   });
   const initial = job ? valuesOf(job) : {};
   for (const [name, value] of Object.entries(initial)) controls.get(name).value = value;
+  // Callback mode alone takes a timeout (the API refuses one in response mode; withCompletion leaves it out):
+  // disabled otherwise, so none is typed only to be dropped.
+  const mode = controls.get('completion.mode');
+  const offerTimeout = () => { controls.get('completion.timeout_seconds').disabled = mode.value !== 'callback'; };
+  mode.addEventListener('change', offerTimeout);
+  offerTimeout();
   const preview = h('div', { class: 'preview', id: 'preview', 'aria-live': 'polite' });
   const formError = h('p', { class: 'form-error', role: 'alert', hidden: true });
   const submit = h('button', { type: 'submit' }, job ? 'Save changes' : 'Create job');
