@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.conftest import Target
 from tests.integration.api import test_console
 from tests.integration.api.test_console import HOURLY, Console, expect
@@ -15,6 +17,11 @@ pytestmark = test_console.pytestmark
 runtime = test_console.runtime
 browser = test_console.browser
 console = test_console.console
+
+CALLBACK_600 = {"mode": "callback", "timeout_seconds": 600}
+RESPONSE = {"mode": "response", "timeout_seconds": None}  # how GET /jobs/{id} shows response mode
+# What an unsaved edit must leave as it was.
+UNCHANGED = ("name", "completion", "version", "updated_at")
 
 
 def fill_new_job(console: Console, target: Target, name: str) -> None:
@@ -27,12 +34,30 @@ def fill_new_job(console: Console, target: Target, name: str) -> None:
     page.get_by_label("URL").fill(target.url + "/" + name)
 
 
+def stored(console: Console, job: dict[str, Any]) -> dict[str, Any]:
+    status, saved = console.api("GET", f"/jobs/{job['id']}")
+    assert status == 200, saved
+    return saved
+
+
 def only_job(console: Console) -> dict[str, Any]:
     status, jobs = console.api("GET", "/jobs")
     assert status == 200 and len(jobs["items"]) == 1, jobs
-    status, job = console.api("GET", f"/jobs/{jobs['items'][0]['id']}")
-    assert status == 200, job
-    return job
+    return stored(console, jobs["items"][0])
+
+
+def open_edit(console: Console, job: dict[str, Any]) -> None:
+    console.open(f"#/jobs/{job['id']}/edit")
+    expect(console.page.get_by_label("Name")).to_have_value(job["name"])
+
+
+def save_edit(console: Console, name: str) -> Any:
+    """Save the form and wait for the job's page; the PATCH body the form sent."""
+    page = console.page
+    with page.expect_request(lambda r: r.method == "PATCH") as sent:
+        page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_role("heading", name=name, exact=True)).to_be_visible()
+    return sent.value.post_data_json
 
 
 def setting(console: Console, term: str) -> Any:
@@ -47,8 +72,8 @@ def test_a_job_created_in_callback_mode_stores_and_shows_its_timeout(console: Co
     page.get_by_label("Callback timeout (seconds)").fill("600")
     page.get_by_role("button", name="Create job").click()
 
-    expect(page.get_by_role("heading", name="batch")).to_be_visible()
-    assert only_job(console)["completion"] == {"mode": "callback", "timeout_seconds": 600}
+    expect(page.get_by_role("heading", name="batch", exact=True)).to_be_visible()
+    assert only_job(console)["completion"] == CALLBACK_600
     expect(setting(console, "Completion")).to_contain_text("callback")
     expect(setting(console, "Completion")).to_contain_text("within 600 s")
 
@@ -71,7 +96,85 @@ def test_the_callback_timeout_is_disabled_in_response_mode_and_not_sent(console:
 
     with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/jobs")) as sent:
         page.get_by_role("button", name="Create job").click()
-    expect(page.get_by_role("heading", name="answered")).to_be_visible()
+    expect(page.get_by_role("heading", name="answered", exact=True)).to_be_visible()
     assert sent.value.post_data_json["completion"] == {"mode": "response"}
-    assert only_job(console)["completion"] == {"mode": "response", "timeout_seconds": None}
+    job = only_job(console)
+    assert job["completion"] == RESPONSE
+    expect(setting(console, "Id")).to_have_text(job["id"])
     expect(setting(console, "Completion")).to_have_count(0)
+
+
+def test_an_edit_sends_completion_whole_when_it_changes_and_not_at_all_otherwise(console: Console,
+                                                                                target: Target) -> None:
+    job = console.job(name="batch", schedule=HOURLY, request={"url": target.url + "/b"}, completion=CALLBACK_600)
+    page = console.page
+    mode = page.get_by_label("A run ends")
+    timeout = page.get_by_label("Callback timeout (seconds)")
+    console.sign_in()
+    open_edit(console, job)
+    expect(mode).to_have_value("callback")
+    expect(timeout).to_have_value("600")
+    expect(timeout).to_be_enabled()
+
+    page.get_by_label("Name").fill("batch v2")
+    assert save_edit(console, "batch v2") == {"name": "batch v2"}
+    assert stored(console, job)["completion"] == CALLBACK_600
+    expect(setting(console, "Completion")).to_contain_text("within 600 s")
+
+    open_edit(console, stored(console, job))
+    timeout.fill("900")  # PATCH replaces completion as a whole: its mode goes along
+    assert save_edit(console, "batch v2") == {"completion": {"mode": "callback", "timeout_seconds": 900}}
+    assert stored(console, job)["completion"] == {"mode": "callback", "timeout_seconds": 900}
+
+    open_edit(console, stored(console, job))
+    mode.select_option("response")
+    expect(timeout).to_be_disabled()
+    assert save_edit(console, "batch v2") == {"completion": {"mode": "response"}}
+    assert stored(console, job)["completion"] == RESPONSE
+    expect(setting(console, "Id")).to_have_text(job["id"])  # the settings are drawn, without a Completion row
+    expect(setting(console, "Completion")).to_have_count(0)
+
+
+@pytest.mark.parametrize("value", ["0", "86401"])
+def test_a_timeout_out_of_range_in_a_new_job_shows_the_apis_400_at_the_field_and_creates_nothing(
+    console: Console, target: Target, value: str,
+) -> None:
+    page = console.page
+    fill_new_job(console, target, "too-long")
+    page.get_by_label("A run ends").select_option("callback")
+    timeout = page.get_by_label("Callback timeout (seconds)")
+    timeout.fill(value)
+    with page.expect_response(lambda r: r.request.method == "POST" and r.url.endswith("/jobs")) as answer:
+        page.get_by_role("button", name="Create job").click()
+
+    error = answer.value.json()["error"]
+    assert (answer.value.status, error["field"]) == (400, "completion.timeout_seconds")
+    expect(page.locator("#f-completion-timeout-error")).to_have_text(error["message"])
+    expect(timeout).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_role("heading", name="New job")).to_be_visible()
+    assert console.api("GET", "/jobs")[1]["items"] == []
+
+
+def test_a_timeout_out_of_range_in_an_edit_shows_the_apis_400_and_changes_nothing(console: Console,
+                                                                                 target: Target) -> None:
+    job = console.job(name="batch", schedule=HOURLY, request={"url": target.url + "/b"}, completion=CALLBACK_600)
+    before = {field: job[field] for field in UNCHANGED}
+    page = console.page
+    timeout = page.get_by_label("Callback timeout (seconds)")
+    console.sign_in()
+    open_edit(console, job)
+    page.get_by_label("Name").fill("batch v2")
+    timeout.fill("86401")
+    with page.expect_response(lambda r: r.request.method == "PATCH") as answer:
+        page.get_by_role("button", name="Save changes").click()
+
+    error = answer.value.json()["error"]
+    assert (answer.value.status, error["field"]) == (400, "completion.timeout_seconds")
+    expect(page.locator("#f-completion-timeout-error")).to_have_text(error["message"])
+    expect(timeout).to_have_attribute("aria-invalid", "true")
+    assert {field: stored(console, job)[field] for field in UNCHANGED} == before
+
+    timeout.fill("86400")  # the edge is allowed, and the form saves once corrected
+    assert save_edit(console, "batch v2") == {"name": "batch v2",
+                                             "completion": {"mode": "callback", "timeout_seconds": 86400}}
+    assert stored(console, job)["completion"] == {"mode": "callback", "timeout_seconds": 86400}
