@@ -5,6 +5,7 @@ Same runtime, browser and tab as tests/integration/api/test_console.py; every wa
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -178,3 +179,45 @@ def test_a_timeout_out_of_range_in_an_edit_shows_the_apis_400_and_changes_nothin
     assert save_edit(console, "batch v2") == {"name": "batch v2",
                                              "completion": {"mode": "callback", "timeout_seconds": 86400}}
     assert stored(console, job)["completion"] == {"mode": "callback", "timeout_seconds": 86400}
+
+
+def test_a_job_created_with_a_spread_stores_it_and_its_page_says_so(console: Console, target: Target) -> None:
+    page = console.page
+    fill_new_job(console, target, "spread-out")
+    with page.expect_request(lambda r: r.url.endswith("/schedules/preview")
+                             and r.post_data_json["spread_seconds"] == 120):  # the preview takes it as typed
+        page.get_by_label("Spread (seconds)").fill("120")
+    expect(page.locator("#preview")).to_contain_text("the spread offset come from the id")
+    page.get_by_role("button", name="Create job").click()
+
+    expect(page.get_by_role("heading", name="spread-out", exact=True)).to_be_visible()
+    assert only_job(console)["spread_seconds"] == 120
+    expect(setting(console, "Spread")).to_have_text(re.compile(r"^up to 120 s "))
+
+
+def test_a_job_created_with_calendars_stores_them_and_an_edit_without_names_clears_them(console: Console,
+                                                                                       target: Target) -> None:
+    for name in ("holidays", "closures"):
+        assert console.api("PUT", f"/calendars/{name}", {"dates": []})[0] == 201
+    page = console.page
+    names = page.get_by_label("Not on the dates of calendars (optional)")
+    on_excluded = page.get_by_label("On an excluded date")
+    fill_new_job(console, target, "workdays")
+    names.fill(" holidays,closures, ")
+    on_excluded.select_option("next_day")
+    page.get_by_role("button", name="Create job").click()
+
+    expect(page.get_by_role("heading", name="workdays", exact=True)).to_be_visible()
+    job = only_job(console)
+    assert job["calendar"] == {"exclude": ["holidays", "closures"], "on_excluded": "next_day"}
+    expect(setting(console, "Calendars")).to_have_text(
+        "not on dates of holidays, closures: runs on the next date not excluded")
+
+    open_edit(console, job)
+    expect(names).to_have_value("holidays, closures")
+    expect(on_excluded).to_have_value("next_day")
+    names.fill("")
+    assert save_edit(console, "workdays") == {"calendar": None}
+    assert stored(console, job)["calendar"] is None
+    expect(setting(console, "Id")).to_have_text(job["id"])
+    expect(setting(console, "Calendars")).to_have_count(0)
