@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.api_client import Api, job_body
+from tests.integration.api_client import Api, job_body, use_clock
 from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import calendars
@@ -125,6 +125,20 @@ def test_preview_marks_skipped_and_moved_slots_and_keeps_its_shape_without_a_cal
     assert [set(t) for t in plain["fire_times"]] == [{"utc", "local"}] * 3
     unknown = api.call("POST", "/schedules/preview", {**body, "calendar": {"exclude": ["nope"]}})
     assert unknown.status == 400 and unknown.body["error"]["field"] == "calendar.exclude.0"
+
+
+def test_the_detail_lists_the_next_dates_from_the_apis_today_and_the_jobs_using_it(api: Api) -> None:
+    use_clock(lambda: datetime(2026, 12, 24, 23, 0, tzinfo=timezone.utc).timestamp())
+    created = api.call("PUT", "/calendars/xmas", {"dates": ["2026-12-20", "2027-01-01"], "ical": CHRISTMAS}).body
+    # Christmas of each year up to 5 ahead (2026-2030), the explicit dates from today (the 24th, UTC) on.
+    assert created["upcoming"] == ["2026-12-25", "2027-01-01", "2027-12-25", "2028-12-25", "2029-12-25", "2030-12-25"]
+    assert created["used_by"] == []
+    first, second = (daily_job(api, {"exclude": ["xmas"]}, name=name).body for name in ("first", "second"))
+    detail = api.call("GET", "/calendars/xmas").body
+    assert detail["used_by"] == [{"id": first["id"], "name": "first"}, {"id": second["id"], "name": "second"}]
+    assert detail["upcoming"] == created["upcoming"]
+    replaced = api.call("PUT", "/calendars/xmas", {"dates": ["2027-03-01"]}).body
+    assert (replaced["upcoming"], [u["name"] for u in replaced["used_by"]]) == (["2027-03-01"], ["first", "second"])
 
 
 def test_tenants_neither_see_nor_use_each_others_calendars(api: Api, other: Api) -> None:

@@ -39,11 +39,21 @@ class CalendarSummary(BaseModel):
     updated_at: Timestamp
 
 
+class CalendarUser(BaseModel):
+    id: str
+    name: str
+
+
 class CalendarDetail(BaseModel):
     name: str
     dates: list[str]
     ical: str | None
     events: int
+    upcoming: list[str] = Field(description=(
+        f"The next {calendars.UPCOMING} dates it excludes from today (UTC) on, YYYY-MM-DD: its explicit dates and "
+        f"its events' (these looked for up to {calendars.UPCOMING_YEARS} years ahead)."))
+    used_by: list[CalendarUser] = Field(description=(
+        f"Jobs (not deleted) that exclude by it, oldest first, at most {calendars.USERS_LISTED}."))
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -56,9 +66,9 @@ class CalendarList(BaseModel):
             security=needs(JOBS_WRITE), responses={**openapi_responses(200, 400, 409),
                        201: {"description": "Created", "content": {"application/json": {"model": CalendarDetail}}}})
 def put_calendar(name: str, calendar: CalendarPut, scope: JobsWriter) -> Response[CalendarDetail]:
-    row, created = calendars.put_calendar(scope, name, calendar.dates, calendar.ical)
+    stored, created = calendars.put_calendar(scope, name, calendar.dates, calendar.ical)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
-                    body=_detail(row).model_dump())
+                    body=_detail(stored).model_dump())
 
 
 @router.get("/calendars", summary="List calendars, by name", tags=["calendars"],
@@ -85,7 +95,10 @@ def _summary(row: CalendarRow) -> CalendarSummary:
                            created_at=rfc3339(row.created_at) or "", updated_at=rfc3339(row.updated_at) or "")
 
 
-def _detail(row: CalendarRow) -> CalendarDetail:
+def _detail(calendar: calendars.CalendarInUse) -> CalendarDetail:
+    row = calendar.row
     return CalendarDetail(name=row.name, dates=[d.isoformat() for d in row.dates], ical=row.ical,
-                          events=len(row.compiled.get("events", ())), created_at=rfc3339(row.created_at) or "",
-                          updated_at=rfc3339(row.updated_at) or "")
+                          events=len(row.compiled.get("events", ())),
+                          upcoming=[d.isoformat() for d in calendar.upcoming],
+                          used_by=[CalendarUser(id=str(job.id), name=job.name) for job in calendar.used_by],
+                          created_at=rfc3339(row.created_at) or "", updated_at=rfc3339(row.updated_at) or "")

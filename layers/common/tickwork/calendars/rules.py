@@ -118,6 +118,17 @@ class Calendar:
             found = self._years[year] = frozenset(d for event in self.events for d in event.dates_in(year))
         return found
 
+    def upcoming(self, since: date, count: int, years: int) -> list[date]:
+        """The first `count` dates from `since` on that it excludes: its explicit ones, and its events' in the
+        `years` years from `since`'s (a year's dates are all later than the years before, so it stops early)."""
+        found = {day for day in self.dates if day >= since}
+        ahead: set[date] = set()
+        for year in range(since.year, since.year + years) if self.events else ():
+            ahead.update(day for day in self._year(year) if day >= since)
+            if len(ahead) >= count:
+                break
+        return sorted(found | ahead)[:count]
+
     def to_json(self) -> dict[str, Any]:
         return {"dates": sorted(d.isoformat() for d in self.dates), "events": [e.to_json() for e in self.events]}
 

@@ -9,7 +9,7 @@ counts from the next run on. Deleting one that a live job uses is a 409 naming t
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Mapping, Sequence
 
@@ -35,11 +35,26 @@ MAX_ICAL_BYTES = 256 * 1024
 MAX_EXCLUDE = 10
 # Jobs a 409 for deleting a calendar still in use names.
 _NAMED_JOBS = 5
+# A calendar's next dates as its detail lists them, and how many years ahead its events are expanded for
+# them (one expansion a year: a calendar whose events have ended costs this many).
+UPCOMING = 10
+UPCOMING_YEARS = 5
+# Jobs using it that a calendar's detail lists.
+USERS_LISTED = 20
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
 _MS = timedelta(milliseconds=1)
 
 
-def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str | None) -> tuple[CalendarRow, bool]:
+@dataclass(frozen=True)
+class CalendarInUse:
+    """A calendar with its next excluded dates (from today, UTC, on) and the first jobs that exclude by it."""
+
+    row: CalendarRow
+    upcoming: list[date]
+    used_by: list[JobRow]
+
+
+def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str | None) -> tuple[CalendarInUse, bool]:
     """Create or replace; returns the calendar and whether it was created."""
     _check_name(name)
     row = compiled_row(name, dates, ical, scope.now)
@@ -52,9 +67,10 @@ def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str
         stored = store.get(conn, scope.tenant_id, name)
         assert stored is not None
         moved = [] if created else _reaimed(scope, conn, name)
+        users = [] if created else store.jobs_using(conn, scope.tenant_id, name, limit=USERS_LISTED)
     for job in moved:
         scheduling.index_job(scope.index, job)
-    return stored, created
+    return _in_use(stored, users, scope.now), created
 
 
 def compiled_row(name: str, dates: Sequence[str] | None, ical: str | None, now: datetime) -> CalendarRow:
@@ -76,12 +92,18 @@ def list_calendars(scope: Scope) -> list[CalendarRow]:
         return store.list_all(conn, scope.tenant_id)
 
 
-def get_calendar(scope: Scope, name: str) -> CalendarRow:
+def get_calendar(scope: Scope, name: str) -> CalendarInUse:
     with scope.db.connection() as conn:
         row = store.get(conn, scope.tenant_id, name) if NAME.match(name) else None
-    if row is None:
-        raise NotFoundError("calendar not found")
-    return row
+        if row is None:
+            raise NotFoundError("calendar not found")
+        users = store.jobs_using(conn, scope.tenant_id, name, limit=USERS_LISTED)
+    return _in_use(row, users, scope.now)
+
+
+def _in_use(row: CalendarRow, users: list[JobRow], now: datetime) -> CalendarInUse:
+    calendar = Calendar.from_json(row.name, row.compiled)
+    return CalendarInUse(row, calendar.upcoming(now.date(), UPCOMING, UPCOMING_YEARS), users)
 
 
 def delete_calendar(scope: Scope, name: str) -> None:
