@@ -84,14 +84,15 @@ def photograph(runtime: LocalRuntime, ids: dict[str, str], chromium: str) -> Non
 
 
 def main() -> None:
-    servers = resolve(Path(tempfile.mkdtemp(prefix="tickwork-screens-")), keep_data=False)
+    workdir = Path(tempfile.mkdtemp(prefix="tickwork-screens-"))
+    servers = resolve(workdir, keep_data=False)
     schema = f"screens_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(servers.database_url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{schema}"')
     options = f"options=-csearch_path%3D{schema}"
     database_url = f"{servers.database_url}{'&' if '?' in servers.database_url else '?'}{options}"
     settings = Settings(database_url=database_url, redis_url=servers.redis_url, namespace=f"tickwork-{schema}",
-                        allow_private_targets=True)
+                        allow_private_targets=True, key_file=str(workdir / "master.key"))  # a secret header is sealed
     ok, flaky = Target(), Target()
     flaky.default_status = 500
     flaky.response_body = b'{"error": "database is read-only during maintenance"}'
