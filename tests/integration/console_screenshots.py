@@ -26,10 +26,20 @@ OUT = Path(__file__).resolve().parents[2] / "docs" / "console"
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 375, "height": 760}
 SEED_TIMEOUT_SECONDS = 60
+# Yearly all-day events: the calendar page shows their next dates whenever the screenshots are taken.
+HOLIDAYS = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//tickwork//screenshots//EN\r\n"
+            "BEGIN:VEVENT\r\nUID:new-year\r\nDTSTART;VALUE=DATE:20200101\r\nRRULE:FREQ=YEARLY\r\n"
+            "SUMMARY:New Year\r\nEND:VEVENT\r\n"
+            "BEGIN:VEVENT\r\nUID:thanksgiving\r\nDTSTART;VALUE=DATE:20201126\r\nDURATION:P2D\r\n"
+            "RRULE:FREQ=YEARLY;BYMONTH=11;BYDAY=4TH\r\nSUMMARY:Thanksgiving\r\nEND:VEVENT\r\n"
+            "BEGIN:VEVENT\r\nUID:christmas\r\nDTSTART;VALUE=DATE:20201224\r\nDTEND;VALUE=DATE:20201227\r\n"
+            "RRULE:FREQ=YEARLY\r\nSUMMARY:Christmas\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
 
 
 def seed(runtime: LocalRuntime, ok: Target, flaky: Target) -> dict[str, str]:
+    assert call(runtime, "PUT", "/calendars/us-holidays", {"ical": HOLIDAYS})[0] == 201
     create_job(runtime, name="weekly-digest", schedule="every monday at 09:00", timezone="America/New_York",
+               calendar={"exclude": ["us-holidays"], "on_excluded": "next_day"},
                request={"method": "POST", "url": ok.url + "/digest", "body": "{}",
                         "headers": {"Content-Type": "application/json", "Authorization": "Bearer s3cret-token"}})
     report = create_job(runtime, name="nightly-report", schedule="0 30 2 * * *", timezone="Europe/Paris",
@@ -79,6 +89,9 @@ def photograph(runtime: LocalRuntime, ids: dict[str, str], chromium: str) -> Non
             page.get_by_label("Time zone").fill("Europe/Berlin")
             expect(page.locator("#preview li")).to_have_count(5)
             page.screenshot(path=OUT / f"new-job-{device}.png")
+            page.goto(f"{runtime.api_url}/console#/calendars/us-holidays")
+            expect(page.get_by_role("link", name="weekly-digest")).to_be_visible()
+            page.screenshot(path=OUT / f"calendar-{device}.png")
             page.context.close()
         browser.close()
 

@@ -8,6 +8,7 @@ import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { runView } from './run.js';
 import { newJobView, editJobView } from './form.js';
+import { calendarsView, calendarView, calendarFormView } from './calendars.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -19,6 +20,10 @@ const ROUTES = [
   [/^#\/jobs\/([^/]+)\/edit$/, (view, id) => writer(() => editJobView(main, view, id, navigate))],
   [/^#\/jobs\/([^/]+)$/, (view, id) => jobView(main, view, id, navigate)],
   [/^#\/runs\/([^/]+)$/, (view, id) => runView(main, view, id)],
+  [/^#\/calendars\/?$/, (view) => calendarsView(main, view)],
+  [/^#\/new-calendar$/, (view) => writer(() => calendarFormView(main, view, null, navigate))],
+  [/^#\/calendars\/([^/]+)\/edit$/, (view, name) => writer(() => calendarFormView(main, view, name, navigate))],
+  [/^#\/calendars\/([^/]+)$/, (view, name) => calendarView(main, view, name, navigate)],
 ];
 
 // The job form, for a key that may change jobs; any other is told why there is none (the API would refuse).

@@ -141,7 +141,7 @@ function renderForm(main, view, job, navigate) {
   });
 }
 
-function fieldErrors(controls, formError) {
+export function fieldErrors(controls, formError) {
   const controlFor = (name) => {
     if (!name) return null;
     if (controls.has(name)) return controls.get(name);
