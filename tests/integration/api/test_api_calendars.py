@@ -133,7 +133,9 @@ def test_the_detail_lists_the_next_dates_from_the_apis_today_and_the_jobs_using_
     # Christmas of each year up to 5 ahead (2026-2030), the explicit dates from today (the 24th, UTC) on.
     assert created["upcoming"] == ["2026-12-25", "2027-01-01", "2027-12-25", "2028-12-25", "2029-12-25", "2030-12-25"]
     assert created["used_by"] == []
-    first, second = (daily_job(api, {"exclude": ["xmas"]}, name=name).body for name in ("first", "second"))
+    first = daily_job(api, {"exclude": ["xmas"]}, name="first").body
+    use_clock(lambda: datetime(2026, 12, 24, 23, 0, 1, tzinfo=timezone.utc).timestamp())  # oldest first
+    second = daily_job(api, {"exclude": ["xmas"]}, name="second").body
     detail = api.call("GET", "/calendars/xmas").body
     assert detail["used_by"] == [{"id": first["id"], "name": "first"}, {"id": second["id"], "name": "second"}]
     assert detail["upcoming"] == created["upcoming"]
