@@ -12,8 +12,8 @@ One run, three windows:
 3. **B alone** again (BASELINE_SECONDS): the baseline is windows 1 and 3 together, so other load on a shared
    machine that comes or goes during the run weighs on both columns.
 
-For A: runs delivered (each once), each run's arrival behind its paced instant (none ahead of it), the
-busiest second's arrivals against the pace, first to last arrival against (RUNS - 1) / rate, and whether they
+For A: runs delivered (each once), each run's arrival behind its paced instant (the pace is kept when none is
+ahead of it), the busiest second's arrivals beside the pace, first to last arrival against (RUNS - 1) / rate, and whether they
 arrived in slot order. For B: as bench/noisy.py, send lag p99
 within GOAL_LAG_RATIO of its baseline, no run missed or lost.
 """
@@ -55,11 +55,10 @@ RUNS = 10_000
 RATE = 200
 BASELINE_SECONDS = 15
 DRAIN_TIMEOUT_SECONDS = 60
-# A second's arrivals may exceed the pace by this much: runs of one poller tick are handed over together and
-# leave at their own instants, but a target's clock reads whole requests. Runs sent late by L seconds gather
-# with the next ones, so a second of arrivals may also hold the runs of L more seconds of instants (p99 L).
-PACE_TOLERANCE = 1.1
-# An arrival this far ahead of its paced instant was sent early (one clock: the target's and the executors').
+# The pace is kept when no replayed run is sent ahead of its paced instant (first_at + i / rate). An arrival
+# this far ahead of it was sent early (one clock: the target's and the executors'). The busiest second of
+# arrivals is shown beside it, not judged: runs sent late (a machine stall) arrive together with the next
+# ones, so a second of arrivals may hold the instants of 1 s plus the lag (at most rate x (1 + max lag)).
 EARLY_MS = -1.0
 
 
@@ -173,9 +172,8 @@ def pace(arrivals: list[Arrival], job_id: str, rate: int, first_at: float | None
     out_of_order = sum(1 for earlier, later in zip(slots, slots[1:]) if later < earlier)
     runs = len({a.run_id for a in mine})
     lags = _paced_lags(mine, rate, first_at)
-    allowed = rate * (PACE_TOLERANCE + (max(lags["p99"], 0.0) / 1000 if lags else 0.0))
     return {"delivered": runs, "lag_ms": lags, "duplicates": len(mine) - runs, "busiest_second": busiest,
-            "allowed": allowed, "within_pace": busiest <= allowed and (lags is None or lags["early"] == 0),
+            "within_pace": lags is not None and lags["early"] == 0,
             "span_seconds": times[-1] - times[0] if times else None,
             "paced_span_seconds": (runs - 1) / rate if runs else None, "out_of_order": out_of_order}
 
@@ -206,13 +204,11 @@ def rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
                                                 f"{answer.get('count')}, {answer.get('first_at')} → {answer.get('last_at')}"),
         ("A: replayed runs delivered / duplicates / out of slot order",
          f"{rp['delivered']:,} / {rp['duplicates']:,} / {rp['out_of_order']:,}"),
-        ("A: busiest second's arrivals; first → last arrival",
-         f"{rp['busiest_second']} (pace {p['rate']}, {rp['allowed']:.0f} allowed); {span} "
-         f"(paced: {rp['paced_span_seconds'] or 0:.1f} s)", "", "",
-         f"none early, busiest ≤ pace x ({PACE_TOLERANCE} + p99 lag): {'met' if rp['within_pace'] else 'MISSED'}"),
-        ("A: arrival lag behind its paced instant min / p50 / p99 / max; early",
+        ("A: arrival lag behind its paced instant min / p50 / p99 / max; sent early",
          "n/a" if not rp.get("lag_ms") else " / ".join(f"{rp['lag_ms'][k]:.1f} ms" for k in ("min", "p50", "p99", "max"))
-         + f"; {rp['lag_ms']['early']}"),
+         + f"; {rp['lag_ms']['early']}", "", "", f"none early (within its pace): {'met' if rp['within_pace'] else 'MISSED'}"),
+        ("A: busiest second's arrivals; first → last arrival",
+         f"{rp['busiest_second']} (pace {p['rate']}); {span} (paced: {rp['paced_span_seconds'] or 0:.1f} s)"),
         ("A: its runs by status after", ", ".join(f"{k} {v:,}" for k, v in sorted(rp["statuses"].items()))),
         ("ticks run / due", f"{r['ticks']['count']} / {r['ticks']['expected']}"),
     ]
