@@ -271,3 +271,25 @@ def test_spread_is_part_of_the_definition(api: Api) -> None:
     moved = api.call("PUT", "/jobs/by-key/spread", spread).body
     assert (moved["spread_seconds"], moved["version"]) == (600, job["version"] + 1)
     assert api.call("POST", "/jobs/by-key/spread/plan", spread).body["action"] == "unchanged"
+
+
+def test_a_put_and_a_plan_open_a_kept_sealed_header_once(api: Api, services: Any, db: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A changed definition sending Authorization again as written: comparing it with the stored one opens the
+    sealed value, and the secrets check of the new request takes it from there instead of opening it again."""
+    job = api.call("PUT", "/jobs/by-key/report", job_body()).body
+    before = stored(db, job["id"])[2]["headers"]["Authorization"]
+    opened: list[str] = []
+    keyring_open = services.keyring.open
+
+    def counted(keys: Any, sealed: str, context: str) -> str:
+        opened.append(context)
+        return keyring_open(keys, sealed, context)
+
+    monkeypatch.setattr(services.keyring, "open", counted)
+    moved = job_body(request={"url": "https://example.com/hooks/moved"})
+    assert api.call("POST", "/jobs/by-key/report/plan", moved).body["action"] == "update"
+    assert api.call("PUT", "/jobs/by-key/report", moved).status == 200
+    header = f"header/{api.tenant_id}/{job['id']}/authorization"
+    assert opened == [header, header]  # once for the plan, once for the PUT
+    assert stored(db, job["id"])[2]["headers"]["Authorization"] == before  # kept, not sealed anew

@@ -89,6 +89,23 @@ def test_patching_the_url_of_a_job_whose_sealed_header_holds_the_secret_is_a_400
     assert renamed.status == 200
 
 
+@pytest.mark.parametrize("sent_back", ["***", BEARER["Authorization"]])
+def test_a_put_by_key_keeping_the_sealed_header_that_holds_the_secret_checks_it_for_the_new_host(
+    api: Api, sent_back: str,
+) -> None:
+    """The attack of the PATCH above through PUT /jobs/by-key: the sealed Authorization is kept whether it is sent
+    back as read (***) or as written (then the PUT opens it to compare, and the check takes it from there)."""
+    put(api, allowed_hosts=["example.com"])
+    assert api.call("PUT", "/jobs/by-key/report", job_body(request={"headers": BEARER})).status == 201
+    moved = job_body(request={"url": "https://attacker.example.org/", "headers": {"Authorization": sent_back}})
+    for path in ("/jobs/by-key/report/plan", "/jobs/by-key/report"):
+        refused = api.call("POST" if path.endswith("/plan") else "PUT", path, moved)
+        assert (refused.status, refused.body["error"]["field"]) == (400, "request.headers.Authorization"), refused.body
+    assert api.call("GET", "/jobs/by-key/report").body["request"]["url"] == job_body()["request"]["url"]
+    kept = job_body(request={"headers": {"Authorization": sent_back}})
+    assert api.call("POST", "/jobs/by-key/report/plan", kept).body["action"] == "unchanged"
+
+
 def test_another_tenants_restrictions_and_secrets_are_its_own(api: Api, other: Api) -> None:
     put(api, allowed_hosts=["api.example.com"])
     assert other.call("PUT", "/secrets/TOKEN", {"value": "b-value"}).status == 201

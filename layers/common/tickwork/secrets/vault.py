@@ -82,16 +82,19 @@ def delete_secret(scope: Scope, name: str) -> None:
         audit.record(conn, scope, audit.SECRET_DELETED, target=name)
 
 
-def check_request(keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any]) -> None:
+def check_request(
+    keyring: Keyring | None, conn: Any, tenant_id: str, job_id: str, request: Mapping[str, Any],
+    opened: Mapping[str, str] | None = None,
+) -> None:
     """A job's request as it is saved, 400 naming the field otherwise: it references only secrets that
     exist, each sent only to a host it allows (tickwork.secrets.hosts), and it fits the bounds of what it
     may expand to with its secrets at their largest (tickwork.secrets.interpolation). Stored sealed headers
-    an update keeps are opened to be checked (their ciphertext is longer than what is sent, and hides any
-    reference)."""
+    an update keeps are checked opened (their ciphertext is longer than what is sent, and hides any
+    reference); `opened`: those the request has opened already, by sealed value (`opened_headers`' `known`)."""
     headers = request.get("headers") or {}
     if any(is_sealed(v) for v in headers.values()):
-        opened = opened_headers(require_keyring(keyring), PgKeyStore(conn), tenant_id, job_id, headers)
-        request = {**request, "headers": opened}
+        sent = opened_headers(require_keyring(keyring), PgKeyStore(conn), tenant_id, job_id, headers, opened)
+        request = {**request, "headers": sent}
     if interpolation.has_references(request):
         restrictions = store.secret_hosts(conn, tenant_id)
         for field_name, name in interpolation.references(request):
@@ -170,13 +173,23 @@ def is_sealed(value: str) -> bool:
 
 def opened_headers(
     keyring: Keyring, keys: Any, tenant_id: str, job_id: str, headers: Mapping[str, str],
+    known: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Header values as they are sent."""
+    """Header values as they are sent. `known`: what sealed values opened earlier in the same request open to,
+    by sealed value; those are not opened again."""
+    known = known or {}
     return {
-        name: keyring.open(keys, value[len(SEALED_MARK):], _header_context(tenant_id, job_id, name))
-        if is_sealed(value) else value
+        name: _opened_header(keyring, keys, tenant_id, job_id, name, value, known) if is_sealed(value) else value
         for name, value in headers.items()
     }
+
+
+def _opened_header(
+    keyring: Keyring, keys: Any, tenant_id: str, job_id: str, name: str, value: str, known: Mapping[str, str],
+) -> str:
+    if value in known:
+        return known[value]
+    return keyring.open(keys, value[len(SEALED_MARK):], _header_context(tenant_id, job_id, name))
 
 
 # ---------------------------------------------------------------- what the executor opens

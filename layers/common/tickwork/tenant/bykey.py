@@ -59,9 +59,10 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     draft = _keyed(key, draft)
     with scope.db.connection() as conn:
         current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
-        planned = jobs.new_job(scope, draft) if current is None else jobs.replaced(scope, conn, current, draft)
+        edited = jobs.Edited(jobs.new_job(scope, draft)) if current is None else jobs.replaced(scope, conn, current, draft)
+        planned = edited.job
         if current is None or planned.request != current.request:
-            vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request)
+            vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request, edited.opened)
         if current is None or planned.calendar != current.calendar:
             calendars.job_calendars(conn, scope.tenant_id, planned.calendar, check=True)
         if current is None or planned != current:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
@@ -76,6 +76,15 @@ class JobDraft:
     calendar: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class Edited:
+    """A job as a change (`transition`) leaves it, and what the change opened of sealed header values, by sealed
+    value (tickwork.secrets.vault.opened_headers): the secrets check does not open those again."""
+
+    job: JobRow
+    opened: Mapping[str, str] = field(default_factory=dict)
+
+
 # ---------------------------------------------------------------- jobs
 
 def create_job(scope: Scope, draft: JobDraft) -> JobRow:
@@ -126,19 +135,19 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
 
 def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
     """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
-    return transition(scope, job_id, lambda _, job: _apply(scope, job, changes), action=audit.JOB_UPDATED)
+    return transition(scope, job_id, lambda _, job: Edited(_apply(scope, job, changes)), action=audit.JOB_UPDATED)
 
 
 def pause_job(scope: Scope, job_id: str) -> JobRow:
     """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
     flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
-    return transition(scope, job_id, lambda _, job: _paused(job),
+    return transition(scope, job_id, lambda _, job: Edited(_paused(job)),
                       then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now),
                       action=audit.JOB_PAUSED)
 
 
 def resume_job(scope: Scope, job_id: str) -> JobRow:
-    return transition(scope, job_id, lambda _, job: _resumed(job, scope.now), action=audit.JOB_RESUMED)
+    return transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
 
 
 def delete_job(scope: Scope, job_id: str) -> None:
@@ -219,7 +228,7 @@ def _key_taken(key: str | None) -> Iterator[None]:
 
 
 def transition(
-    scope: Scope, job_id: str, change: Callable[[Any, JobRow], JobRow],
+    scope: Scope, job_id: str, change: Callable[[Any, JobRow], Edited],
     then: Callable[[Any, JobRow], None] | None = None, action: str = audit.JOB_UPDATED,
 ) -> JobRow:
     """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
@@ -228,9 +237,10 @@ def transition(
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
-        updated = change(conn, current)
+        edited = change(conn, current)
+        updated = edited.job
         if updated.request != current.request:
-            updated = _with_secrets_checked(scope, conn, updated)
+            updated = _with_secrets_checked(scope, conn, updated, edited.opened)
         if updated.calendar and (updated.calendar, updated.next_run_at) != (current.calendar, current.next_run_at):
             updated = _with_calendars(scope, conn, updated, current)
         if updated != current:
@@ -274,13 +284,13 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     return updated
 
 
-def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> JobRow:
+def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> Edited:
     """PUT rules: the whole definition is the draft's (a field left out takes its default), under the PATCH rules
     for timing (the version moves only when schedule, time zone or window do) and for state (a paused job stays
     paused). A sensitive header whose value is unchanged keeps its sealed value, so the same draft twice changes
     nothing."""
     request = dict(draft.request)
-    request["headers"] = _kept_sealed(scope, conn, job, draft.request.get("headers") or {})
+    request["headers"], opened = _kept_sealed(scope, conn, job, draft.request.get("headers") or {})
     updated = replace(
         job, name=draft.name, request=_checked_request(scope.settings, request), retry=dict(draft.retry),
         overlap=draft.overlap, catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
@@ -290,19 +300,23 @@ def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> JobRow:
     )
     updated = _rescheduled(scope, updated, {name: getattr(draft, name) for name in _TIMING_FIELDS})
     _check_catchup_window(scheduling.job_schedule(updated), updated.catchup_window_seconds)
-    return updated
+    return Edited(updated, opened)
 
 
-def _kept_sealed(scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str]) -> dict[str, str]:
+def _kept_sealed(
+    scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str],
+) -> tuple[dict[str, str], dict[str, str]]:
     """`given` headers where a sensitive one sent back as REDACTED, or with the value its sealed one opens to,
-    keeps the stored (sealed) value."""
+    keeps the stored (sealed) value; and what the stored sealed values opened to, by sealed value (none when
+    nothing needed opening)."""
     stored = job.request.get("headers") or {}
     headers = keep_redacted(stored, given)
     sealed = {name: value for name, value in stored.items() if vault.is_sealed(value)}
     if not sealed or not any(name in sealed and headers[name] != sealed[name] for name in headers):
-        return headers
+        return headers, {}
     opened = vault.opened_headers(require_keyring(scope.keyring), PgKeyStore(conn), job.tenant_id, job.id, sealed)
-    return {name: sealed[name] if opened.get(name) == value else value for name, value in headers.items()}
+    kept = {name: sealed[name] if opened.get(name) == value else value for name, value in headers.items()}
+    return kept, {sealed[name]: opened[name] for name in sealed}
 
 
 def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
@@ -328,10 +342,10 @@ def _check_catchup_window(schedule: Schedule, window_seconds: int) -> None:
             "per-minute job), so catching up after an outage stays bounded"))
 
 
-def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow) -> JobRow:
+def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow, opened: Mapping[str, str] | None = None) -> JobRow:
     """The job as stored: the secrets it references exist and allow its host, it fits the bounds of what it
-    may expand to, its sensitive header values are sealed."""
-    vault.check_request(scope.keyring, conn, scope.tenant_id, job.id, job.request)
+    may expand to, its sensitive header values are sealed. `opened`: as `Edited.opened`."""
+    vault.check_request(scope.keyring, conn, scope.tenant_id, job.id, job.request, opened)
     return replace(job, request=vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, job.request))
 
 
