@@ -246,8 +246,8 @@ def test_concurrent_puts_of_a_new_key_make_one_job(api: Api, services: Any, db: 
         def put(name: str) -> None:
             scope = Scope(services.db, api.index, services.settings, api.tenant_id, PINNED, services.keyring)
             start.wait(timeout=10)
-            job, created = bykey.put_job_by_key(scope, key, replace(draft, name=name))
-            outcomes.append((job.id, created))
+            put, created = bykey.put_job_by_key(scope, key, replace(draft, name=name))
+            outcomes.append((put.job.id, created))
 
         threads = [threading.Thread(target=put, args=(f"writer {n}",)) for n in range(4)]
         for thread in threads:

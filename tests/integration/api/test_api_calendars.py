@@ -109,6 +109,43 @@ def test_next_day_moves_runs_and_replacing_the_calendar_re_aims_the_job(api: Api
     assert api.index.job_states([job["id"]])[0][0] is not None
 
 
+def test_a_job_with_a_calendar_is_answered_on_as_few_connections_as_one_without(
+    api: Api, services: Services, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each route answering a job with its next runs reads the job's calendars on the connection that read or
+    wrote the job: no more checkouts of the pool than for a job without a calendar, and the dates still left out."""
+    api.call("PUT", "/calendars/xmas", {"dates": ["2999-12-25"]})
+    checkouts: list[Any] = []
+    connection = services.db.connection
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        checkouts.append(args)
+        return connection(*args, **kwargs)
+
+    monkeypatch.setattr(services.db, "connection", counted)
+
+    def taken(method: str, path: str, body: Any = None) -> tuple[int, tuple[str, ...], str]:
+        """Connections the call checked out, the next runs it answered, the job's id."""
+        before = len(checkouts)
+        reply = api.call(method, path, body)
+        assert reply.status in (200, 201), reply.body
+        return len(checkouts) - before, tuple(t[5:10] for t in reply.body["next_fire_times"]), reply.body["id"]
+
+    def answered(key: str, calendar: dict[str, Any] | None) -> list[tuple[int, tuple[str, ...]]]:
+        body = job_body(schedule="0 9 * * *", timezone="UTC", start_at=START, calendar=calendar)
+        replies = [taken("PUT", f"/jobs/by-key/{key}", body), taken("POST", "/jobs", {**body, "name": f"{key} 2"})]
+        path = f"/jobs/{replies[-1][2]}"
+        replies += [taken("GET", f"/jobs/by-key/{key}"), taken("GET", path), taken("PATCH", path, {"description": "x"}),
+                    taken("POST", f"{path}/pause"), taken("POST", f"{path}/resume")]
+        return [(count, times) for count, times, _ in replies]
+
+    plain = answered("plain", None)
+    skipping = answered("skipping", {"exclude": ["xmas"], "on_excluded": "skip"})
+    assert [taken for taken, _ in skipping] == [taken for taken, _ in plain]
+    assert {tuple(times) for _, times in plain} == {("12-23", "12-24", "12-25", "12-26", "12-27"), ()}
+    assert {tuple(times) for _, times in skipping} == {("12-23", "12-24", "12-26", "12-27", "12-28"), ()}
+
+
 def test_preview_marks_skipped_and_moved_slots_and_keeps_its_shape_without_a_calendar(api: Api) -> None:
     api.call("PUT", "/calendars/xmas", {"ical": CHRISTMAS})
     body = {"schedule": "0 9 * * *", "timezone": "America/New_York", "count": 3, "after": "2026-12-24T15:00:00Z"}

@@ -71,7 +71,7 @@ def _send(provider: Handler, target: Target, event: dict[str, Any]) -> dict[str,
 def _job(services: Services, tenant_id: str, key: str) -> JobRow | None:
     scope = Scope(services.db, services.index, services.settings, tenant_id, NOW, services.keyring)
     try:
-        return bykey.get_job_by_key(scope, key)
+        return bykey.get_job_by_key(scope, key).job
     except NotFoundError:
         return None
 
@@ -206,10 +206,11 @@ def test_a_key_another_source_manages_is_refused_and_a_repeated_create_is_harmle
     provider: Handler, target: Target, services: Services, tenant: str,
 ) -> None:
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    theirs, _ = bykey.put_job_by_key(scope, "hourly-sync", JobDraft(
+    put, _ = bykey.put_job_by_key(scope, "hourly-sync", JobDraft(
         name="sync", schedule="rate(1 hour)", timezone="UTC", start_at=None, end_at=None,
         request={"method": "GET", "url": "https://example.com/sync", "headers": {}}, retry={},
         key="hourly-sync", source="tickwork.yaml"))
+    theirs = put.job
     refused = _send(provider, target, _event(target, "Create", Key="hourly-sync"))
     assert refused["Status"] == "FAILED"
     assert refused["Reason"].startswith("Key: job hourly-sync already exists, managed by tickwork.yaml"), refused

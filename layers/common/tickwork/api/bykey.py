@@ -7,9 +7,10 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
 
+from tickwork.api import views
 from tickwork.api.models import JobCreate
 from tickwork.api.responses import JobDetail
-from tickwork.api.routes import JobsReader, JobsWriter, job_detail, needs, openapi_responses
+from tickwork.api.routes import JobsReader, JobsWriter, needs, openapi_responses
 from tickwork.tenant import bykey
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
 from tickwork.tenant.jobs import JobDraft
@@ -43,9 +44,9 @@ def _put_responses() -> dict[int, Any]:
 def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
     """The body is a whole definition, as for POST /jobs: a field left out takes its default. The same body
     twice changes nothing (no new version). A paused job stays paused."""
-    row, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
+    shown, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
-                    body=job_detail(scope, row).model_dump(mode="json"))
+                    body=views.job_detail(shown).model_dump(mode="json"))
 
 
 @router.post("/jobs/by-key/<key>/plan", summary="What a PUT of this body would change (nothing is written)",
@@ -59,7 +60,7 @@ def plan_job(key: str, job: JobCreate, scope: JobsReader) -> JobPlanOut:
 @router.get("/jobs/by-key/<key>", summary="Get the job with this key and its next 5 runs", tags=["jobs"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 404))
 def get_job(key: str, scope: JobsReader) -> JobDetail:
-    return job_detail(scope, bykey.get_job_by_key(scope, key))
+    return views.job_detail(bykey.get_job_by_key(scope, key))
 
 
 @router.delete("/jobs/by-key/<key>", status_code=204, summary="Delete the job with this key (its history is kept)",

@@ -31,17 +31,11 @@ from tickwork.api.responses import (
 )
 from tickwork.schedule import hashing
 from tickwork.scope import Scope
-from tickwork.models import JobRow
 from tickwork.tenant import calendars, history, jobs
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, KEYS_ADMIN, RUNS_WRITE, SECRETS_WRITE
 from tickwork.tenant.jobs import JobDraft
 
 router = Router()
-
-
-def job_detail(scope: Scope, job: JobRow) -> JobDetail:
-    """views.job_detail with the job's calendars (read only for a job that has some)."""
-    return views.job_detail(job, calendars.calendars_of(scope, job))
 
 
 Caller = Annotated[Scope, Depends(current_scope)]  # any live key of the tenant: no scope needed
@@ -95,7 +89,7 @@ _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
              security=needs(JOBS_WRITE), responses=openapi_responses(201, 400, 403, 409, 422))
 def create_job(job: JobCreate, scope: JobsWriter, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
     return respond(scope, idempotency_key, 201,
-                   lambda: job_detail(scope, jobs.create_job(scope, JobDraft(**job.model_dump()))))
+                   lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))))
 
 
 @router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400))
@@ -108,13 +102,13 @@ def list_jobs(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = 
 
 @router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 404))
 def get_job(job_id: str, scope: JobsReader) -> JobDetail:
-    return job_detail(scope, jobs.get_job(scope, job_id))
+    return views.job_detail(jobs.get_job(scope, job_id))
 
 
 @router.patch("/jobs/<job_id>", summary="Change some fields of a job", tags=["jobs"],
               security=needs(JOBS_WRITE), responses=openapi_responses(200, 400, 403, 404))
 def update_job(job_id: str, changes: JobPatch, scope: JobsWriter) -> JobDetail:
-    return job_detail(scope, jobs.update_job(scope, job_id, changes.model_dump(exclude_unset=True)))
+    return views.job_detail(jobs.update_job(scope, job_id, changes.model_dump(exclude_unset=True)))
 
 
 @router.delete("/jobs/<job_id>", status_code=204, summary="Delete a job (its history is kept)", tags=["jobs"],
@@ -126,13 +120,13 @@ def delete_job(job_id: str, scope: JobsWriter) -> Response[None]:
 
 @router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], security=needs(JOBS_WRITE), responses=openapi_responses(200, 404, 409))
 def pause_job(job_id: str, scope: JobsWriter) -> JobDetail:
-    return job_detail(scope, jobs.pause_job(scope, job_id))
+    return views.job_detail(jobs.pause_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/resume", summary="Run a paused job again from its next slot", tags=["jobs"],
              security=needs(JOBS_WRITE), responses=openapi_responses(200, 403, 404, 409))
 def resume_job(job_id: str, scope: JobsWriter) -> JobDetail:
-    return job_detail(scope, jobs.resume_job(scope, job_id))
+    return views.job_detail(jobs.resume_job(scope, job_id))
 
 
 @router.post("/jobs/<job_id>/run", status_code=202, summary="Run a job once, now", tags=["jobs"],

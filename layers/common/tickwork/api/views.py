@@ -21,7 +21,6 @@ from tickwork.api.responses import (
     RequestOut,
     RetryOut,
 )
-from tickwork.calendars.rules import Calendar
 from tickwork.models import JobRow
 from tickwork.runs import completion
 from tickwork.schedule.engine import Schedule
@@ -59,9 +58,10 @@ def job_out(job: JobRow) -> JobOut:
     )
 
 
-def job_detail(job: JobRow, calendars: Sequence[Calendar] = ()) -> JobDetail:
-    """A job with what it will do next: its schedule in words and its next runs (`calendars`: those of its
-    `calendar`, which move or leave out some)."""
+def job_detail(shown: jobs.JobWithCalendars) -> JobDetail:
+    """A job with what it will do next: its schedule in words and its next runs (its calendars move or leave
+    out some)."""
+    job, calendars = shown.job, shown.calendars
     upcoming = (tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS) if job.calendar
                 else jobs.upcoming_runs(job, UPCOMING_RUNS))
     return JobDetail(

@@ -92,8 +92,8 @@ def _put(scope: Scope, declared: JobProperties, source: str, stack_id: str) -> J
         owner = existing.source or "no stack or file (made with the API)"
         raise ConflictError(f"job {declared.key} already exists, managed by {owner}; choose another key, or "
                             f"delete that job or set its source to {source} first", field="Key")
-    job, _ = bykey.put_job_by_key(scope, declared.key, draft)
-    return job
+    put, _ = bykey.put_job_by_key(scope, declared.key, draft)
+    return put.job
 
 
 def _draft(declared: JobProperties, source: str) -> JobDraft:
@@ -128,7 +128,7 @@ def _delete(svc: Services, resource_id: str, source: str, now: datetime, event: 
 
 def _find(scope: Scope, key: str) -> JobRow | None:
     try:
-        return bykey.get_job_by_key(scope, key)
+        return bykey.get_job_by_key(scope, key).job
     except NotFoundError:
         return None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.models import JobRow
@@ -17,7 +17,7 @@ from tickwork.secrets import vault
 from tickwork.store import jobs as jobs_store
 from tickwork.tenant import calendars, jobs, quotas
 from tickwork.tenant.definition import FieldChange, definition_changes
-from tickwork.tenant.jobs import JobDraft
+from tickwork.tenant.jobs import JobDraft, JobWithCalendars
 from tickwork.tenant.lookup import found
 
 # Lowercase so that a key reads the same in a URL, a file name and a CloudFormation template.
@@ -34,7 +34,7 @@ class JobPlan:
     changes: tuple[FieldChange, ...] = ()
 
 
-def put_job_by_key(scope: Scope, key: str, draft: JobDraft) -> tuple[JobRow, bool]:
+def put_job_by_key(scope: Scope, key: str, draft: JobDraft) -> tuple[JobWithCalendars, bool]:
     """Create or replace the job with this key; returns it and whether it was created. Two PUTs racing to
     create the same key: one creates, the other then replaces (the unique index decides)."""
     draft = _keyed(key, draft)
@@ -73,15 +73,21 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     return JobPlan(key, "update" if changes else "unchanged", current.id, changes)
 
 
-def get_job_by_key(scope: Scope, key: str) -> JobRow:
-    if not KEY.match(key):
-        raise NotFoundError("job not found")
+def get_job_by_key(scope: Scope, key: str) -> JobWithCalendars:
     with scope.db.connection() as conn:
-        return found(jobs_store.get_job_by_key(conn, scope.tenant_id, key), "job")
+        return jobs.with_calendars(scope, conn, _found(conn, scope, key))
 
 
 def delete_job_by_key(scope: Scope, key: str) -> None:
-    jobs.delete_job(scope, get_job_by_key(scope, key).id)
+    with scope.db.connection() as conn:
+        job = _found(conn, scope, key)
+    jobs.delete_job(scope, job.id)
+
+
+def _found(conn: Any, scope: Scope, key: str) -> JobRow:
+    if not KEY.match(key):
+        raise NotFoundError("job not found")
+    return found(jobs_store.get_job_by_key(conn, scope.tenant_id, key), "job")
 
 
 def _keyed(key: str, draft: JobDraft) -> JobDraft:

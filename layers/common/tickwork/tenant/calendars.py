@@ -179,14 +179,6 @@ def preview_slots(scope: Scope, schedule: Schedule, calendar: Mapping[str, Any],
     return excluding.slots(after or scope.now, count)
 
 
-def calendars_of(scope: Scope, job: JobRow) -> list[Calendar]:
-    """The job's calendars as stored now (none for a job without `calendar`: no query)."""
-    if not job.calendar:
-        return []
-    with scope.db.connection() as conn:
-        return job_calendars(conn, scope.tenant_id, job.calendar)
-
-
 def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, written
     with a new version (a poller holding the old slot cannot record it) and returned for the due index."""

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from psycopg.errors import UniqueViolation
 
+from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, ScheduleError, UnsafeTargetError
 from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.http.targets import validate_target_url
@@ -85,19 +86,29 @@ class Edited:
     opened: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class JobWithCalendars:
+    """A job and the calendars its `calendar` excludes by, in its order (what its next runs need:
+    tickwork.api.views.job_detail), read on the connection that read or wrote the job."""
+
+    job: JobRow
+    calendars: tuple[Calendar, ...] = ()
+
+
 # ---------------------------------------------------------------- jobs
 
-def create_job(scope: Scope, draft: JobDraft) -> JobRow:
+def create_job(scope: Scope, draft: JobDraft) -> JobWithCalendars:
     job = new_job(scope, draft)
     with scope.db.connection() as conn, conn.transaction():
         quotas.enforce(conn, scope.settings, None, job)
         job = _with_secrets_checked(scope, conn, job)
-        job = _with_calendars(scope, conn, job, None)
+        created = _aimed_by_calendars(scope, conn, job, None)
+        job = created.job
         with _key_taken(job.key):
             jobs_store.insert_job(conn, job)
         audit.record(conn, scope, audit.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
     scheduling.index_job(scope.index, job)
-    return job
+    return created
 
 
 def new_job(scope: Scope, draft: JobDraft) -> JobRow:
@@ -121,9 +132,15 @@ def new_job(scope: Scope, draft: JobDraft) -> JobRow:
     return replace(job, next_run_at=_require_run(job, scope.now))
 
 
-def get_job(scope: Scope, job_id: str) -> JobRow:
+def get_job(scope: Scope, job_id: str) -> JobWithCalendars:
     with scope.db.connection() as conn:
-        return found(jobs_store.get_job(conn, scope.tenant_id, parse_id(job_id, "job")), "job")
+        job = found(jobs_store.get_job(conn, scope.tenant_id, parse_id(job_id, "job")), "job")
+        return with_calendars(scope, conn, job)
+
+
+def with_calendars(scope: Scope, conn: Any, job: JobRow) -> JobWithCalendars:
+    """The job and its calendars as stored now (none for a job without `calendar`: no query)."""
+    return JobWithCalendars(job, tuple(calendars.job_calendars(conn, scope.tenant_id, job.calendar)))
 
 
 def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter = JobFilter()) -> Page[JobRow]:
@@ -133,12 +150,12 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
     return Page.of(rows, limit, lambda job: (job.created_at, job.id))
 
 
-def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobRow:
+def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobWithCalendars:
     """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
     return transition(scope, job_id, lambda _, job: Edited(_apply(scope, job, changes)), action=audit.JOB_UPDATED)
 
 
-def pause_job(scope: Scope, job_id: str) -> JobRow:
+def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
     """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
     flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
     return transition(scope, job_id, lambda _, job: Edited(_paused(job)),
@@ -146,7 +163,7 @@ def pause_job(scope: Scope, job_id: str) -> JobRow:
                       action=audit.JOB_PAUSED)
 
 
-def resume_job(scope: Scope, job_id: str) -> JobRow:
+def resume_job(scope: Scope, job_id: str) -> JobWithCalendars:
     return transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
 
 
@@ -230,10 +247,11 @@ def _key_taken(key: str | None) -> Iterator[None]:
 def transition(
     scope: Scope, job_id: str, change: Callable[[Any, JobRow], Edited],
     then: Callable[[Any, JobRow], None] | None = None, action: str = audit.JOB_UPDATED,
-) -> JobRow:
+) -> JobWithCalendars:
     """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
     transaction, when it changed) with an audit entry of `action` naming what changed, then make the due index
-    match. A change that changes nothing shown (a no-op update, resuming an active job) records nothing."""
+    match. A change that changes nothing shown (a no-op update, resuming an active job) records nothing. The job
+    comes back with its calendars, read in the same transaction."""
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
@@ -242,7 +260,10 @@ def transition(
         if updated.request != current.request:
             updated = _with_secrets_checked(scope, conn, updated, edited.opened)
         if updated.calendar and (updated.calendar, updated.next_run_at) != (current.calendar, current.next_run_at):
-            updated = _with_calendars(scope, conn, updated, current)
+            shown = _aimed_by_calendars(scope, conn, updated, current)
+        else:
+            shown = with_calendars(scope, conn, updated)
+        updated = shown.job
         if updated != current:
             quotas.enforce(conn, scope.settings, current, updated)
             updated = replace(updated, updated_at=scope.now)
@@ -255,7 +276,7 @@ def transition(
                 audit.record(conn, scope, action, job_id=updated.id, target=updated.name, changes=changed)
     if _indexed(updated) != _indexed(current):
         scheduling.index_job(scope.index, updated)
-    return updated
+    return replace(shown, job=updated)
 
 
 def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
@@ -374,12 +395,15 @@ def _timing(job: JobRow) -> tuple[Any, ...]:
     return job.schedule, job.timezone, job.start_at, job.end_at, job.spread_seconds, job.calendar
 
 
-def _with_calendars(scope: Scope, conn: Any, job: JobRow, current: JobRow | None) -> JobRow:
+def _aimed_by_calendars(scope: Scope, conn: Any, job: JobRow, current: JobRow | None) -> JobWithCalendars:
     """A job whose calendar or next run changed: the calendars it names exist (400 naming
-    `calendar.exclude.N`), and its next run is where they put it (tickwork.tenant.calendars.aimed)."""
+    `calendar.exclude.N`), and its next run is where they put it (tickwork.tenant.calendars.aimed); returned
+    with those calendars."""
     checked = current is None or job.calendar != current.calendar
     found = calendars.job_calendars(conn, scope.tenant_id, job.calendar, check=checked)
-    return job if current is not None and job.next_run_at == current.next_run_at else calendars.aimed(job, found, scope.now)
+    if current is None or job.next_run_at != current.next_run_at:
+        job = calendars.aimed(job, found, scope.now)
+    return JobWithCalendars(job, tuple(found))
 
 
 def _parse(
