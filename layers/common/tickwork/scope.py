@@ -36,6 +36,10 @@ class Scope:
     tenant_id: str
     now: datetime
     keyring: Keyring | None = None  # seals sensitive values (Services.keyring)
-    key_id: str | None = None  # the API key asking; None for what no key asks (operations, tests)
     scopes: frozenset[str] = frozenset()  # the API key's (tickwork.tenant.access)
     actor: Actor | None = None  # who the audit log says made a change; None: nobody to name (tests, operations)
+
+    @property
+    def key_id(self) -> str | None:
+        """The API key asking (its actor's); None for what no key asks (a service, operations, tests)."""
+        return self.actor.key_id if self.actor is not None else None

@@ -57,7 +57,7 @@ def current_scope(request: Request) -> Scope:
     if caller is None:
         raise UnauthorizedError("invalid API key")
     _spend(svc, request, caller, now)
-    return Scope(api_pool(svc), svc.index, svc.settings, caller.tenant_id, now, svc.keyring, caller.key_id, caller.scopes,
+    return Scope(api_pool(svc), svc.index, svc.settings, caller.tenant_id, now, svc.keyring, caller.scopes,
                  actor(request, caller))
 
 
