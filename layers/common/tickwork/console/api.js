@@ -18,7 +18,7 @@ export const can = (scope) => (session.scopes || []).includes(scope);
 
 // The scopes of `key`, asked of the API: any live key may ask.
 export async function scopesOf(key = session.key) {
-  return (await api('GET', '/api-keys/current', undefined, key)).scopes;
+  return (await api('GET', '/api-keys/current', undefined, { key })).scopes;
 }
 
 export class ApiError extends Error {
@@ -37,8 +37,9 @@ export class UnreachableError extends Error {}
 const RATE_LIMIT_RETRIES = 5;
 const MAX_RETRY_WAIT_S = 10;
 
-export async function api(method, path, body, key = session.key) {
-  const headers = { Authorization: `Bearer ${key}` };
+// `headers`: more request headers (an Idempotency-Key, say).
+export async function api(method, path, body, { key = session.key, headers: more = {} } = {}) {
+  const headers = { ...more, Authorization: `Bearer ${key}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   let response;
   for (let attempt = 0; ; attempt++) {

@@ -3,9 +3,8 @@
 // a form to create or replace one from dates and/or an iCalendar text.
 
 import { api, can, ApiError } from './api.js';
-import { h, replace, link, field, definitions } from './dom.js';
+import { h, replace, link, field, fieldErrors, definitions } from './dom.js';
 import { absTime } from './format.js';
-import { fieldErrors } from './form.js';
 
 const DAY_MS = 86400000;
 

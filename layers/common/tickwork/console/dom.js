@@ -55,6 +55,44 @@ export function field(label, control, hint) {
     h('p', { class: 'field-error', id: `${control.id}-error`, hidden: true }));
 }
 
+// The errors of a form made of field()s: an ApiError naming a field (`request.url`, or a part of one,
+// `calendar.exclude.0`) is shown beside that control, which is marked invalid and focused (unless the focus
+// is on one of `keepFocus`, being typed into); any other in the form's own error area, `formError`.
+export function fieldErrors(controls, formError, keepFocus = []) {
+  const controlFor = (name) => {
+    if (!name) return null;
+    if (controls.has(name)) return controls.get(name);
+    const parent = [...controls.keys()].find((key) => name.startsWith(`${key}.`));
+    return parent ? controls.get(parent) : null;
+  };
+  const clear = (name) => {
+    const control = controls.get(name);
+    control.removeAttribute('aria-invalid');
+    const slot = document.getElementById(`${control.id}-error`);
+    slot.hidden = true;
+    slot.textContent = '';
+  };
+  return {
+    clear,
+    clearAll() { for (const name of controls.keys()) clear(name); formError.hidden = true; },
+    show(error) {
+      const control = controlFor(error.field);
+      if (!control) {
+        formError.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+        formError.hidden = false;
+        return;
+      }
+      const slot = document.getElementById(`${control.id}-error`);
+      slot.textContent = error.message;
+      slot.hidden = false;
+      control.setAttribute('aria-invalid', 'true');
+      const hint = document.getElementById(`${control.id}-hint`);
+      control.setAttribute('aria-describedby', hint ? `${control.id}-error ${hint.id}` : `${control.id}-error`);
+      if (!keepFocus.includes(document.activeElement)) control.focus();
+    },
+  };
+}
+
 export function definitions(pairs) {
   return h('dl', { class: 'settings' }, pairs.filter(Boolean).map(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]));
 }

@@ -2,7 +2,7 @@
 // an error the API returns is shown at the field it names.
 
 import { api, ApiError } from './api.js';
-import { h, replace, field, link } from './dom.js';
+import { h, replace, field, fieldErrors, link } from './dom.js';
 import { absTime } from './format.js';
 
 const PREVIEW_DELAY_MS = 300;
@@ -86,7 +86,8 @@ function renderForm(main, view, job, navigate) {
   replace(main, h('h1', { tabindex: '-1' }, job ? `Edit ${job.name}` : 'New job'), form, zones);
   document.title = `${job ? 'Edit job' : 'New job'} · Tickwork`;
 
-  const errors = fieldErrors(controls, formError);
+  // Typing a schedule or a zone refreshes the preview: its errors are shown without taking the focus away.
+  const errors = fieldErrors(controls, formError, [controls.get('schedule'), controls.get('timezone')]);
   let pending = null;
   let asked = 0;
   const refreshPreview = async () => {
@@ -139,41 +140,6 @@ function renderForm(main, view, job, navigate) {
       submit.disabled = false;
     }
   });
-}
-
-export function fieldErrors(controls, formError) {
-  const controlFor = (name) => {
-    if (!name) return null;
-    if (controls.has(name)) return controls.get(name);
-    const parent = [...controls.keys()].find((key) => name.startsWith(`${key}.`));
-    return parent ? controls.get(parent) : null;
-  };
-  const clear = (name) => {
-    const control = controls.get(name);
-    control.removeAttribute('aria-invalid');
-    const slot = document.getElementById(`${control.id}-error`);
-    slot.hidden = true;
-    slot.textContent = '';
-  };
-  return {
-    clear,
-    clearAll() { for (const name of controls.keys()) clear(name); formError.hidden = true; },
-    show(error) {
-      const control = controlFor(error.field);
-      if (!control) {
-        formError.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
-        formError.hidden = false;
-        return;
-      }
-      const slot = document.getElementById(`${control.id}-error`);
-      slot.textContent = error.message;
-      slot.hidden = false;
-      control.setAttribute('aria-invalid', 'true');
-      const hint = document.getElementById(`${control.id}-hint`);
-      control.setAttribute('aria-describedby', hint ? `${control.id}-error ${hint.id}` : `${control.id}-error`);
-      if (document.activeElement !== controls.get('schedule') && document.activeElement !== controls.get('timezone')) control.focus();
-    },
-  };
 }
 
 function valuesOf(job) {
