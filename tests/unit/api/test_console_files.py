@@ -14,7 +14,7 @@ from tickwork_local import apigw
 from tickwork_local.lambda_context import LocalContext
 
 CONSOLE_FILES = ("app.js", "api.js", "calendars.js", "chart.js", "dom.js", "form.js", "format.js", "job.js", "jobs.js",
-                 "run.js", "signin.js", "style.css")
+                 "replay.js", "run.js", "signin.js", "style.css")
 
 
 def get(path: str, headers: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:

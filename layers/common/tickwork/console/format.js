@@ -6,10 +6,27 @@ const ENDED = new Set(['succeeded', 'failed', 'lost', 'missed']);
 
 const pad = (n, width = 2) => String(n).padStart(width, '0');
 
+// A date as the browser's time zone has it: its day and its clock time, to the second.
+const localDay = (d) => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+const localClock = (d) => `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+
 export function absTime(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return `${localDay(d)} ${localClock(d)}`;
+}
+
+// An instant (ms since the epoch) as a datetime-local input holds it: in the browser's time zone.
+export function inputTime(ms) {
+  const d = new Date(ms);
+  return `${localDay(d)}T${localClock(d)}`;
+}
+
+// What a datetime-local input holds (a time in the browser's time zone) as RFC 3339 in UTC; null for none.
+export function fromInputTime(text) {
+  // Without an offset, a date and time is read in the local time zone (ECMAScript's Date Time String Format).
+  const ms = /^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d{1,3})?)?$/.test(text) ? new Date(text).getTime() : NaN;
+  return Number.isNaN(ms) ? null : new Date(ms).toISOString();
 }
 
 export function relTime(iso, now = Date.now()) {

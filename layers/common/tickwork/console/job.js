@@ -5,6 +5,7 @@ import { api, can, query, ApiError } from './api.js';
 import { h, replace, link, badge, definitions } from './dom.js';
 import { absTime, relTime, runStats, percent, duration, lagMs, durationMs } from './format.js';
 import { runChart, MEASURES } from './chart.js';
+import { replayPanel } from './replay.js';
 
 const RECENT = 50;
 const PAGE = 20;
@@ -37,9 +38,11 @@ export async function jobView(main, view, id, navigate) {
   const confirm = deleteDialog(async () => {
     if (await act(() => api('DELETE', path).then(() => true), null)) navigate('#/jobs');
   });
+  // Replaying a window of runs: its runs show in the table at once (and as they go, with its refreshes).
+  const replay = replayPanel(path, view, () => guard(refreshAll()));
   replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs')),
-    h('div', { class: 'title-row' }, title, status), actions, notice,
+    h('div', { class: 'title-row' }, title, status), actions, notice, replay.element,
     h('section', { 'aria-labelledby': 'h-recent' }, h('h2', { id: 'h-recent' }, 'Recent runs'), stats, measures, chart),
     h('section', { 'aria-labelledby': 'h-runs' }, h('h2', { id: 'h-runs' }, 'Runs'), runs.element),
     h('div', { class: 'columns' },
@@ -82,6 +85,7 @@ export async function jobView(main, view, id, navigate) {
       writes ? h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit') : null, toggle,
       can('runs:write') ? button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
         h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))) : null,
+      can('runs:write') ? replay.button : null,
       writes ? button('Delete', () => confirm.open(job.name), { class: 'danger' }) : null);
     if (focused && toggle) toggle.focus();
     replace(settings, settingsList(job));
