@@ -1,8 +1,9 @@
 """The poller's pure decisions: what each due entry turns into, and where a claimed job moves next."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
+from tickwork.calendars.rules import Calendar
 from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, plan_batch, tick_point
 from tickwork.dueindex.entries import DueEntry
 from tickwork.models import Dispatch
@@ -93,3 +94,33 @@ def test_a_count_that_stopped_at_its_cap_is_noted_as_a_lower_bound() -> None:
     _, slot = plan_batch([entry], now_ms=T0 + 3 * 3600_000 + 500).claims[0]
     assert isinstance(slot, Slot) and slot.missed_count == MAX_COUNTED_MISSES
     assert slot.missed_note is not None and slot.missed_note.startswith(f"missed at least {MAX_COUNTED_MISSES} run(s)")
+
+
+
+def test_jobs_sharing_a_schedule_and_calendars_in_a_batch_are_each_planned_as_alone() -> None:
+    # One batch plans jobs with one schedule and calendar (one ExcludingSchedule between them) at slots on
+    # free and excluded dates, a day behind or on time, in both modes, beside a job naming no calendar and one
+    # naming a missing one.
+    daily = parse_schedule("0 9 * * *", "America/New_York")
+    holidays = {("tenant-1", "holidays"): Calendar("holidays", frozenset({date(2026, 12, 25), date(2026, 12, 26)}))}
+    day = 86_400_000
+    christmas = to_ms(datetime(2026, 12, 25, 14, tzinfo=timezone.utc))
+    eve, sunday = christmas - day, christmas + 2 * day
+
+    def entry(n: int, score: int, mode: str | None, name: str = "holidays") -> DueEntry:
+        spec = index_spec(daily, 1, tenant_id="tenant-1")
+        if mode:
+            spec["c"] = {"exclude": [name], "on_excluded": mode}
+        return DueEntry(f"j:job-{n}", score, spec)
+
+    entries = [entry(0, eve, "next_day"), entry(1, christmas, "next_day"), entry(2, sunday, "next_day"),
+               entry(3, christmas, "skip"), entry(4, eve, "skip"), entry(5, christmas, None),
+               entry(6, christmas, "next_day", "gone"), entry(7, christmas, "next_day")]
+    batch = plan_batch(entries, christmas + 500, calendars=holidays).claims
+    assert batch == [plan_batch([e], christmas + 500, calendars=holidays).claims[0] for e in entries]
+    assert [claim.new_score for claim, _ in batch] == [
+        sunday, sunday, sunday + day, christmas + day, christmas + day, christmas + day, christmas + day, sunday]
+    # next_day: the Christmas slot moved away is re-aimed at the Sunday, recording nothing; skip: recorded skipped.
+    assert batch[1][1] == Slot("job-1", from_ms(christmas), from_ms(sunday), 1, None)
+    slot = batch[3][1]
+    assert isinstance(slot, Slot) and slot.skipped_note == "skipped: 2026-12-25 is excluded by calendar holidays"

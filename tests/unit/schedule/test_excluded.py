@@ -139,3 +139,62 @@ def test_next_after_matches_the_oracle_around_random_holidays(expression: str, z
     expected = brute_force(schedule, low - 30 * 86_400_000, high + 30 * 86_400_000)
     for t in [rng.randint(low, high) for _ in range(300)]:
         assert schedule.next_after_ms(t) == expected[bisect.bisect_right(expected, t)], from_ms(t)
+
+
+def dst_dates(zone: str, year: int) -> list[date]:
+    """The dates of `year` whose noon is on another UTC offset than the noon before: the DST changes."""
+    tz, found = ZoneInfo(zone), []
+    day = date(year, 1, 1)
+    while day.year == year:
+        noon, before = datetime.combine(day, datetime.min.time().replace(hour=12), tz), day - timedelta(days=1)
+        if noon.utcoffset() != datetime.combine(before, noon.time(), tz).utcoffset():
+            found.append(day)
+        day += timedelta(days=1)
+    return found
+
+
+def around(schedule: ExcludingSchedule, days: set[date], expected: list[int]) -> list[int]:
+    """Instants next to every slot of the dates around `days`: each date's first instant and the one before,
+    each base slot and the ms before and after it, each mapped slot and the ms before it."""
+    low = to_ms(datetime.combine(min(days) - timedelta(days=2), datetime.min.time(), UTC)) - 86_400_000
+    high = to_ms(datetime.combine(max(days) + timedelta(days=4), datetime.min.time(), UTC)) + 86_400_000
+    near = {d + timedelta(days=n) for d in days for n in range(-2, 4)}
+    points = [t for slot in expected for t in (slot - 1, slot)]
+    for day in sorted(near):
+        start = resolve_wall(schedule.tz, int((datetime.combine(day, datetime.min.time()) - datetime(1970, 1, 1))
+                                          .total_seconds())) * 1000
+        points += [start - 1, start]
+        cursor = start - 1
+        while (slot := schedule.base.next_after_ms(cursor)) is not None and schedule.local_date(slot) == day:
+            points += [slot - 1, slot, slot + 1]
+            cursor = slot
+    return [t for t in points if low <= t < high]
+
+
+@pytest.mark.parametrize(("expression", "zone"), [
+    ("30 2 * * *", "America/New_York"), ("*/20 * * * *", "America/New_York"), ("30 1 * * *", "America/New_York"),
+    ("0 0 * * *", "America/Santiago"), ("15 0 * * *", "America/Santiago"), ("0 9 * * *", "Europe/London"),
+    ("rate(7 hours)", "Australia/Lord_Howe"), ("45 23 * * *", "Pacific/Chatham"),
+])
+def test_next_after_matches_the_oracle_next_to_excluded_dates_on_dst_changes_with_two_calendars(
+        expression: str, zone: str) -> None:
+    # Each DST change of 2026 and 2027 excluded, or the dates just before or after it, split between two
+    # calendars: slots of yesterday's excluded date land today (the instants asked are next to them), on a
+    # changed offset, in a gap or a repeated hour; runs of dates span both calendars.
+    rng = random.Random(f"{expression}{zone}")
+    first: set[date] = set()
+    second: set[date] = set()
+    patterns = [(-1,), (0,), (-1, 0), (0, 1), (-2, -1)]  # days from the change excluded
+    for n, change in enumerate(dst_dates(zone, 2026) + dst_dates(zone, 2027) + [date(2026, 12, 31)]):
+        for offset in patterns[n % len(patterns)]:
+            rng.choice([first, second]).add(change + timedelta(days=offset))
+    schedule = excluding(expression, zone, "next_day", calendar(*first, name="first"),
+                         calendar(*second, name="second"))
+    days = first | second
+    low = to_ms(datetime.combine(min(days), datetime.min.time(), UTC)) - 40 * 86_400_000
+    high = to_ms(datetime.combine(max(days), datetime.min.time(), UTC)) + 40 * 86_400_000
+    expected = brute_force(schedule, low, high)
+    points = around(schedule, days, expected)
+    assert len(points) > 100
+    for t in points:
+        assert schedule.next_after_ms(t) == expected[bisect.bisect_right(expected, t)], from_ms(t)

@@ -38,7 +38,7 @@ from tickwork.models import Dispatch
 from tickwork.rules import lookahead
 from tickwork.rules.policy import LATENESS_TOLERANCE_MS, SlotPlan
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule, with_calendars
+from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
@@ -110,15 +110,17 @@ def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], b
     """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one);
     `calendars`: those the entries' jobs name, by (tenant id, name) (tickwork.dispatch.calendars)."""
     plan = BatchPlan()
+    applied: dict[tuple[Any, ...], ExcludingSchedule] = {}
     for done, entry in enumerate(entries, 1):
-        _plan_entry(plan, entry, now_ms, calendars or {})
+        _plan_entry(plan, entry, now_ms, calendars or {}, applied)
         if done < len(entries) and out_of_time():
             plan.unplanned = len(entries) - done
             break
     return plan
 
 
-def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mapping[tuple[str, str], Calendar]) -> None:
+def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mapping[tuple[str, str], Calendar],
+                applied: dict[tuple[Any, ...], ExcludingSchedule]) -> None:
     if not entry.is_job:
         execution_id, attempt = entry.execution()
         kind = "notification" if entry.is_notification else "completion" if entry.is_completion else "run"
@@ -128,7 +130,7 @@ def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mappin
     if schedule is None or entry.spec is None:
         plan.missing_specs.append(entry.job_id)
         return
-    schedule = _with_calendars(schedule, entry.spec, calendars)
+    schedule = _with_calendars(schedule, entry.spec, calendars, applied)
     if isinstance(schedule, ExcludingSchedule) and (aimed := schedule.next_after_ms(entry.score - 1)) != entry.score:
         # Its score is a slot its calendars moved away (a calendar changed since, or a first slot from the bare
         # schedule): move the job on to where the slot now is, recording nothing.
@@ -140,10 +142,18 @@ def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mappin
     plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision, schedule)))
 
 
-def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[tuple[str, str], Calendar]) -> Any:
-    """The job's schedule with the calendars its spec names applied (those missing exclude nothing)."""
-    found = [calendars[key] for key in calendar_keys(spec) if key in calendars]
-    return with_calendars(schedule, found, spec["c"].get("on_excluded", "skip")) if found else schedule
+def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[tuple[str, str], Calendar],
+                    applied: dict[tuple[Any, ...], ExcludingSchedule]) -> Any:
+    """The job's schedule with the calendars its spec names applied (those missing exclude nothing). One per
+    schedule, calendars and mode in a batch (`applied`): jobs sharing a spec share its answers."""
+    keys = tuple(key for key in calendar_keys(spec) if key in calendars)
+    if not keys:
+        return schedule
+    mode = spec["c"].get("on_excluded", "skip")
+    found = applied.get((schedule, keys, mode))
+    if found is None:
+        found = applied[(schedule, keys, mode)] = ExcludingSchedule(schedule, [calendars[k] for k in keys], mode)
+    return found
 
 
 def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan,
@@ -166,7 +176,7 @@ def excluded_note(schedule: ExcludingSchedule, slot_ms: int) -> str | None:
     name = schedule.excluded_by(slot_ms)
     if name is None:
         return None
-    day = from_ms(slot_ms).astimezone(schedule.tz).date().isoformat()
+    day = schedule.local_date(slot_ms).isoformat()
     unmoved = "" if schedule.on_excluded == "skip" else f" and no date within {MOVE_DAYS} days after it is free"
     return f"skipped: {day} is excluded by calendar {name}{unmoved}"
 

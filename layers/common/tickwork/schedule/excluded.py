@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Any, Sequence
+from zoneinfo import ZoneInfo
 
 from tickwork.calendars.rules import Calendar, excluded_by
 from tickwork.schedule.engine import Schedule, floor_ms, resolve_wall, zone
@@ -29,6 +31,10 @@ DEFAULT_ON_EXCLUDED = "skip"
 MOVE_DAYS = 366
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY = 86400
+# Wall clocks, dates and resolved wall times remembered per zone, and next_day answers per instance: a tick
+# plans thousands of jobs due at the same few instants, and a zone lookup (a datetime through zoneinfo) was
+# most of a calendar job's plan. Exact: each is a pure function of what it is remembered by.
+_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,9 @@ class ExcludingSchedule:
         self.on_excluded = on_excluded
         self.tz = zone(base.timezone)
         self.expression, self.canonical, self.timezone = base.expression, base.canonical, base.timezone
+        # next_day answers found so far: the jobs of a poller's batch sharing a spec share this instance, and
+        # ask it about the same instants.
+        self._nexts: dict[int, int | None] = {}
 
     def describe(self) -> str:
         return self.base.describe()
@@ -61,7 +70,11 @@ class ExcludingSchedule:
     def next_after_ms(self, after_ms: int) -> int | None:
         if self.on_excluded != "next_day" or not self.calendars:
             return self.base.next_after_ms(after_ms)
-        return self._next_moved(after_ms)
+        if after_ms not in self._nexts:
+            if len(self._nexts) >= _MEMO_SIZE:
+                self._nexts.clear()
+            self._nexts[after_ms] = self._next_moved(after_ms)
+        return self._nexts[after_ms]
 
     def period_ms(self, from_ms: int, to_ms: int) -> int | None:
         return self.base.period_ms(from_ms, to_ms) if self.on_excluded != "next_day" else None
@@ -75,7 +88,7 @@ class ExcludingSchedule:
 
     def excluded_by(self, slot_ms: int) -> str | None:
         """The calendar whose exclusion makes this slot a `skipped` record instead of a run (None: it runs)."""
-        day = self._day(slot_ms)
+        day = self.local_date(slot_ms)
         name = excluded_by(self.calendars, day)
         if name is None or (self.on_excluded == "next_day" and self._landing(day, {}) is not None):
             return None
@@ -100,7 +113,7 @@ class ExcludingSchedule:
                 found.append(from_ms(slot))
                 cursor = slot
             else:
-                cursor = max(slot, self._day_end_ms(self._day(slot)) - 1)  # the rest of its date is skipped too
+                cursor = max(slot, self._day_end_ms(self.local_date(slot)) - 1)  # the rest of its date is skipped too
         return found
 
     # ------------------------------------------------------------ next_day
@@ -108,11 +121,18 @@ class ExcludingSchedule:
     def _next_moved(self, after_ms: int) -> int | None:
         """The smallest moved-or-kept slot after `after_ms`: slots of the excluded dates just before (or at)
         after_ms's date may land after it, so the walk starts at the first of those dates."""
+        today = self.local_date(after_ms)
+        if not excluded_by(self.calendars, today) and not excluded_by(self.calendars, today - timedelta(days=1)):
+            # Then the walk below starts at after_ms (_sources_from), and a first slot on a free date is kept
+            # and ends it (every later slot is later): the base's next slot is the answer.
+            slot = self.base.next_after_ms(after_ms)
+            if slot is None or (day := self.local_date(slot)) == today or not excluded_by(self.calendars, day):
+                return slot
         landings: dict[date, date | None] = {}
         best: int | None = None
         cursor = self._sources_from(after_ms)
         while (slot := self.base.next_after_ms(cursor)) is not None and (best is None or slot < best):
-            day = self._day(slot)
+            day = self.local_date(slot)
             landing = self._landing(day, landings) if excluded_by(self.calendars, day) else day
             if landing is None or landing == day:  # runs where it is (or is recorded skipped there)
                 if slot > after_ms:
@@ -130,7 +150,7 @@ class ExcludingSchedule:
     def _sources_from(self, after_ms: int) -> int:
         """Where the walk for next_after_ms(after_ms) starts: before the run of excluded dates that ends at
         or just before after_ms's date, if any, else at after_ms."""
-        today = self._day(after_ms)
+        today = self.local_date(after_ms)
         first = today if excluded_by(self.calendars, today) else None
         day = today - timedelta(days=1)
         for _ in range(MOVE_DAYS):
@@ -154,7 +174,7 @@ class ExcludingSchedule:
         """`slot_ms`'s wall-clock time of day on `landing`, as an instant (ms kept)."""
         seconds, millis = divmod(slot_ms, 1000)
         time_of_day = self._wall(seconds) - self._wall_midnight(day)
-        return resolve_wall(self.tz, self._wall_midnight(landing) + time_of_day) * 1000 + millis
+        return _resolved(self.tz, self._wall_midnight(landing) + time_of_day) * 1000 + millis
 
     def _skip_towards(self, slot_ms: int, day: date, landing: date, after_ms: int) -> int:
         """A cursor on `day` just before the slots that land after `after_ms` (on `landing`, its date): the
@@ -168,15 +188,15 @@ class ExcludingSchedule:
         """For a preview: the first slot of an excluded date that next_day moved to `slot_ms`, if any."""
         if self.on_excluded != "next_day" or self.excluded_by(slot_ms) is not None:
             return None
-        landing = self._day(slot_ms)
+        landing = self.local_date(slot_ms)
         time_of_day = self._wall(slot_ms // 1000) - self._wall_midnight(landing)
         day, sources = landing - timedelta(days=1), []
         while len(sources) < MOVE_DAYS and excluded_by(self.calendars, day):
             sources.append(day)
             day -= timedelta(days=1)
         for source in reversed(sources):
-            candidate = resolve_wall(self.tz, self._wall_midnight(source) + time_of_day) * 1000 + slot_ms % 1000
-            if self.base.next_after_ms(candidate - 1) == candidate and self._day(candidate) == source:
+            candidate = _resolved(self.tz, self._wall_midnight(source) + time_of_day) * 1000 + slot_ms % 1000
+            if self.base.next_after_ms(candidate - 1) == candidate and self.local_date(candidate) == source:
                 return from_ms(candidate)
         return None
 
@@ -184,21 +204,35 @@ class ExcludingSchedule:
 
     def _wall(self, seconds: int) -> int:
         """The job's zone's wall clock at UTC second `seconds`, as seconds since 1970-01-01T00:00 (naive)."""
-        offset = datetime.fromtimestamp(seconds, self.tz).utcoffset()
-        return seconds + int(offset.total_seconds()) if offset is not None else seconds
+        return _wall_at(self.tz, seconds)
 
-    def _day(self, instant_ms: int) -> date:
-        return date.fromordinal(_EPOCH_ORDINAL + self._wall(instant_ms // 1000) // _DAY)
+    def local_date(self, instant_ms: int) -> date:
+        """The date of `instant_ms` on the job's zone's wall clock."""
+        return _date_at(self.tz, instant_ms // 1000)
 
     @staticmethod
     def _wall_midnight(day: date) -> int:
         return (day.toordinal() - _EPOCH_ORDINAL) * _DAY
 
     def _day_start_ms(self, day: date) -> int:
-        return resolve_wall(self.tz, self._wall_midnight(day)) * 1000
+        return _resolved(self.tz, self._wall_midnight(day)) * 1000
 
     def _day_end_ms(self, day: date) -> int:
         return self._day_start_ms(day + timedelta(days=1))
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _wall_at(tz: ZoneInfo, seconds: int) -> int:
+    offset = datetime.fromtimestamp(seconds, tz).utcoffset()
+    return seconds + int(offset.total_seconds()) if offset is not None else seconds
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _date_at(tz: ZoneInfo, seconds: int) -> date:
+    return date.fromordinal(_EPOCH_ORDINAL + _wall_at(tz, seconds) // _DAY)
+
+
+_resolved = lru_cache(maxsize=_MEMO_SIZE)(resolve_wall)
 
 
 def with_calendars(base: Schedule, calendars: Sequence[Calendar], on_excluded: str) -> Schedule | ExcludingSchedule:
