@@ -104,6 +104,11 @@ class LocalRuntime:
             # Postgres is the truth: whatever Redis kept (or lost) since the last run is rebuilt from it.
             rebuild_index(conn, svc.index, datetime.now(timezone.utc))
 
+    def hold_ticks(self, seconds: float) -> None:
+        """The poller gets no tick for `seconds` (maintenance and executors go on): a stalled loop, for tests."""
+        assert self._ticker is not None, "start() first"
+        self._ticker.hold(seconds)
+
     def stop(self) -> None:
         """Stop ticking, stop serving, give executors a short grace, then release every client."""
         for ticker in (self._ticker, self._maintenance):

@@ -41,6 +41,7 @@ class Ticker:
         self._offset = TICK_OFFSET_MS / 1000 if event is None else 0.0
         self._event = event
         self._stop = threading.Event()
+        self._held_until = 0.0  # wall-clock seconds: ticks before it are not sent (hold)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -51,9 +52,16 @@ class Ticker:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
+    def hold(self, seconds: float) -> None:
+        """Send no tick for `seconds` from now, as a stalled loop (a deploy, a Redis failover, one slow tick)
+        leaves the poller idle; ticking resumes at the first boundary after."""
+        self._held_until = self._clock() + seconds
+
     def _run(self) -> None:
         tick = 0
         while self._sleep_until(next_boundary(self._clock(), self._period, self._offset)):
+            if self._clock() < self._held_until:
+                continue
             tick += 1
             self._tick(tick)
 
