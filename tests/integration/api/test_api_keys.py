@@ -14,6 +14,7 @@ from tickwork.errors import ConflictError
 from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import apikeys
+from tickwork.tenant.access import ALL_SCOPES
 from tickwork.wiring import Services
 
 T0 = datetime(2031, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
@@ -107,7 +108,8 @@ def test_two_concurrent_deletes_of_the_last_two_keys_leave_one(api: Api, service
         start, outcomes = threading.Barrier(2), []
 
         def delete(key_id: str) -> None:
-            scope = Scope(services.db, api.index, services.settings, api.tenant_id, T0, services.keyring)
+            scope = Scope(services.db, api.index, services.settings, api.tenant_id, T0, services.keyring,
+                          frozenset(ALL_SCOPES))  # as the full key asking: it may delete either key
             start.wait(timeout=10)
             try:
                 apikeys.delete_key(scope, key_id)

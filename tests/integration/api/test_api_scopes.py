@@ -156,3 +156,26 @@ def test_another_tenants_keys_are_neither_listed_nor_deletable_whatever_the_scop
     assert other.call("DELETE", f"/api-keys/{mine['id']}").status == 404
     assert other.call("GET", "/api-keys/current").body["tenant_id"] == other_tenant
     assert api.call("GET", "/jobs", token=mine["key"]).status == 200
+
+
+def test_a_keys_admin_key_deletes_only_keys_whose_every_scope_it_holds(api: Api, db: Any) -> None:
+    """keys:admin alone once deleted the tenant's wider keys (its deploy key, its full key): a key that
+    cannot make another key cannot remove it either."""
+    admin = key_with(api, KEYS_ADMIN, JOBS_READ)
+    deploy = api.call("POST", "/api-keys", {"name": "deploy", "scopes": [JOBS_READ, JOBS_WRITE]}).body
+    reader = api.call("POST", "/api-keys", {"name": "reader", "scopes": [JOBS_READ]}).body
+    refused = api.call("DELETE", f"/api-keys/{deploy['id']}", token=admin)
+    assert refused.status == 403
+    assert refused.body["error"] == {"code": "missing_scope", "field": None, "message": (
+        f"this API key lacks the scope jobs:write that API key {deploy['id']} holds, so it cannot delete it")}
+    full = next(k for k in api.call("GET", "/api-keys").body["items"] if k["scopes"] == list(ALL_SCOPES))
+    assert api.call("DELETE", f"/api-keys/{full['id']}", token=admin).status == 403
+    assert api.call("GET", "/jobs", token=deploy["key"]).status == 200 and api.call("GET", "/jobs").status == 200
+    # A key it could have made is its to delete, as is itself.
+    assert api.call("DELETE", f"/api-keys/{reader['id']}", token=admin).status == 204
+    assert api.call("GET", "/jobs", token=reader["key"]).status == 401
+    assert api.call("DELETE", f"/api-keys/{_key_id(api, admin)}", token=admin).status == 204
+
+
+def _key_id(api: Api, token: str) -> str:
+    return str(api.call("GET", "/api-keys/current", token=token).body["id"])

@@ -1,7 +1,8 @@
 """What an API key may do: its scopes. Each route needs one (tickwork.api.auth.requires); a key holds a set.
 
-keys:admin lets a key create and delete the tenant's keys, but a key gives a new key only scopes it holds
-itself, so keys:admin alone cannot mint a wider key. It can still delete any key of the tenant but the last.
+keys:admin lets a key create and delete the tenant's keys, but only keys whose every scope it holds itself:
+keys:admin alone can neither mint a wider key nor remove one (a tenant's deploy key, its full key). Only an
+operator (tickwork.ops.admin) issues a key beyond what a tenant's keys hold.
 """
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def check(held: Collection[str], needed: str) -> None:
     """MissingScopeError naming `needed` unless the key holds it."""
     if needed not in held:
         raise MissingScopeError(f"this API key lacks the scope {needed}", needed)
+
+
+def check_covers(held: Collection[str], wanted: Collection[str], why: str) -> None:
+    """MissingScopeError naming the first scope of `wanted` that `held` lacks, `why` ending its message."""
+    missing = [scope for scope in wanted if scope not in held]
+    if missing:
+        raise MissingScopeError(f"this API key lacks the scope {missing[0]} {why}", missing[0])
 
 
 def parse_scopes(given: Sequence[str] | None, granter: Collection[str]) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 """A tenant's own API keys: create (the token is shown once, its scopes within the creating key's), list,
-delete. Deleting a key takes effect on the next request (every route looks the key up itself); a tenant
+delete (only a key whose every scope the deleting key holds). Deleting a key takes effect on the next request (every route looks the key up itself); a tenant
 cannot delete its last key."""
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def current_key(scope: Scope) -> KeyRow:
 
 
 def delete_key(scope: Scope, key_id: str) -> None:
-    """Revoke a key of the caller's tenant (another tenant's key is not found); never the last one."""
+    """Revoke a key of the caller's tenant (another tenant's key is not found); never the last one, nor one
+    holding a scope the caller's key lacks (403)."""
     key_id = parse_id(key_id, "API key")
     with scope.db.connection() as conn, conn.transaction():
         live = store.lock_live_keys(conn, scope.tenant_id)
@@ -53,6 +54,9 @@ def delete_key(scope: Scope, key_id: str) -> None:
             raise NotFoundError("API key not found")
         if len(live) == 1:
             raise ConflictError("this is the tenant's last API key: create another one before deleting it")
+        target = store.get_key(conn, scope.tenant_id, key_id)
+        assert target is not None  # live, and the tenant's row is locked
+        access.check_covers(scope.scopes, target.scopes, f"that API key {key_id} holds, so it cannot delete it")
         store.revoke_key(conn, scope.tenant_id, key_id, scope.now)
         audit.record(conn, scope, audit.API_KEY_DELETED, target=key_id)
 
