@@ -1,18 +1,25 @@
-"""The bootstrap operation: a direct Lambda invoke of the API function (IAM decides who may) creates a
-tenant and its first key, driven by events/api_admin_create_tenant.json against the real Postgres."""
+"""The bootstrap operations: a direct Lambda invoke of the API function (IAM decides who may) creates a
+tenant and its first key, or issues a key to an existing tenant, driven by events/api_admin_create_tenant.json
+and events/api_admin_create_api_key.json against the real Postgres."""
 from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import pytest
 
 from tests.conftest import load_event
+from tests.integration.api_client import Api
+from tickwork.scope import Scope
 from tickwork.store.tenants import tenant_for_key
+from tickwork.tenant import apikeys, audit
+from tickwork.tenant.filters import AuditFilter
 from tickwork.wiring import Services
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
+T0 = datetime(2031, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
 
 
 def _tenants(db: Any, name: str) -> list[str]:
@@ -146,3 +153,62 @@ def test_the_migration_renames_older_repeats_so_the_index_builds(db: Any) -> Non
                      "00000000-0000-0000-0000-000000000009": "other"}
     with pytest.raises(Exception, match="tenants_name_unique"):
         db.execute("INSERT INTO tenants (id, name) VALUES (gen_random_uuid(), 'Acme')")
+
+
+def _issue(handler: Handler, **fields: Any) -> dict[str, Any]:
+    return handler("api")({**load_event("api_admin_create_api_key.json"), **fields}, None)
+
+
+def test_create_api_key_issues_a_key_of_the_named_scopes_to_an_existing_tenant(
+    services: Services, db: Any, handler: Handler, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What an operator does for a tenant whose keys:admin keys are gone, or when no key it has left holds
+    the scopes a new one needs: the API never makes a key wider than the key asking."""
+    tenant = handler("api")(load_event("api_admin_create_tenant.json"), None)
+    issued = _issue(handler)
+    assert set(issued) == {"tenant_id", "id", "name", "prefix", "scopes", "api_key", "note"}
+    assert (issued["tenant_id"], issued["name"], issued["scopes"]) == (tenant["tenant_id"], "deploy",
+                                                                       ["jobs:read", "jobs:write"])
+    token = issued["api_key"]
+    assert tenant_for_key(db, token) == tenant["tenant_id"] and issued["prefix"] == token[:8]
+    assert _list_jobs(handler, token)["statusCode"] == 200
+    refused = Api(handler("api"), token, issued["tenant_id"], services.index).call("GET", "/api-keys")
+    assert refused.status == 403  # no keys:admin: it was not asked for
+    by_id = _issue(handler, tenant=tenant["tenant_id"].upper(), name="reader", scopes=["jobs:read"])
+    assert (by_id["tenant_id"], by_id["scopes"]) == (tenant["tenant_id"], ["jobs:read"])
+    scope = Scope(services.db, services.index, services.settings, tenant["tenant_id"], T0, services.keyring)
+    entries = audit.list_events(scope, AuditFilter(), 10, None).items
+    assert {(e.action, e.target, e.key_name) for e in entries} == {
+        ("api_key.created", issued["id"], "operator"), ("api_key.created", by_id["id"], "operator")}
+    out = capsys.readouterr()
+    assert token not in out.out + out.err
+
+
+@pytest.mark.parametrize("fields, status, field", [
+    ({"tenant": "nobody"}, 404, "tenant"),
+    ({"tenant": None}, 400, "tenant"),
+    ({"name": "  "}, 400, "name"),
+    ({"name": "x" * 201}, 400, "name"),
+    ({"scopes": None}, 400, "scopes"),
+    ({"scopes": []}, 400, "scopes"),
+    ({"scopes": "jobs:read"}, 400, "scopes"),
+    ({"scopes": ["jobs:read", "jobs:admin"]}, 400, "scopes.1"),
+    ({"quota": 3}, 400, "quota"),
+])
+def test_create_api_key_refuses_bad_input_naming_the_field_and_issues_nothing(
+    services: Services, db: Any, handler: Handler, fields: dict[str, Any], status: int, field: str,
+) -> None:
+    handler("api")(load_event("api_admin_create_tenant.json"), None)
+    refused = _issue(handler, **fields)
+    assert (refused["statusCode"], refused["error"]["field"]) == (status, field), refused
+    assert "api_key" not in refused and db.execute("SELECT count(*) FROM api_keys").fetchone() == (1,)
+
+
+def test_create_api_key_keeps_to_the_tenants_key_quota(services: Services, db: Any, handler: Handler,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(apikeys, "MAX_KEYS", 2)
+    handler("api")(load_event("api_admin_create_tenant.json"), None)
+    assert "api_key" in _issue(handler)
+    full = _issue(handler)
+    assert (full["statusCode"], full["error"]["code"], full["error"]["field"]) == (403, "quota_exceeded",
+                                                                                  "max_api_keys")

@@ -4,6 +4,11 @@ permission, so no HTTP route leads here (an API Gateway event always carries a r
 {"admin": "create-tenant", "name": "acme"} creates a tenant and its first API key, and returns the key:
 the only time it is seen in clear (only its digest is stored).
 
+{"admin": "create-api-key", "tenant": "<id or name>", "name": "deploy", "scopes": ["jobs:read", "jobs:write"]}
+issues a key of exactly those scopes to an existing tenant, and returns it, shown this once: what a tenant
+needs when no key it has left may make the key it wants (a key with keys:admin makes and deletes only keys
+within its own scopes: tickwork.tenant.apikeys). The tenant's audit log names the operator.
+
 {"admin": "set-quotas", "tenant": "<id or name>", "max_jobs": 5000, "max_runs_per_minute": null} overrides
 the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back to the deployment's default, a
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
@@ -17,19 +22,25 @@ meanwhile. The answer counts what moved and what is left (`remaining`); older ke
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.scope import Actor, Scope
 from tickwork.settings import Settings
 from tickwork.store import quotas as quotas_store
 from tickwork.store import tenants
-from tickwork.tenant import quotas
+from tickwork.tenant import access, apikeys, quotas
+from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
 MAX_TENANT_NAME = 200
+# Who the tenant's audit log says made what an operator action changed.
+OPERATOR = Actor(key_name="operator")
+_KEY_FIELDS = frozenset({"admin", "tenant", "name", "scopes"})
 # Far above any deployment's needs, low enough that sums of runs a minute stay ordinary integers.
 MAX_QUOTA = 10_000_000
 
@@ -58,12 +69,32 @@ def _name_taken() -> ConflictError:
                          "shown again", field="name")
 
 
-def tenant_name(raw: Any) -> str:
+def tenant_name(raw: Any, what: str = "the tenant's name") -> str:
     if not isinstance(raw, str) or not raw.strip():
-        raise InvalidInputError("name", "the tenant's name is required (a non-empty string)")
+        raise InvalidInputError("name", f"{what} is required (a non-empty string)")
     if len(raw.strip()) > MAX_TENANT_NAME:
         raise InvalidInputError("name", f"at most {MAX_TENANT_NAME} characters")
     return raw.strip()
+
+
+def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
+    """A new key of the tenant `event` names (its id or name), holding exactly `scopes`, made as the API
+    makes one (the tenant's key quota, an audit entry naming the operator)."""
+    unknown = sorted(set(event) - _KEY_FIELDS)
+    if unknown:
+        raise InvalidInputError(unknown[0], "unknown field; the fields are tenant, name and scopes")
+    name = tenant_name(event.get("name"), "the key's name (whose it is)")
+    scopes = event.get("scopes")
+    if not isinstance(scopes, list):
+        raise InvalidInputError("scopes", f"required: a list of the key's scopes, of {', '.join(access.ALL_SCOPES)}")
+    with svc.db.connection() as conn:
+        tenant_id = _tenant_id(conn, event.get("tenant"))
+    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
+    scope = Scope(svc.db, svc.index, svc.settings, tenant_id, now, svc.keyring, frozenset(access.ALL_SCOPES), OPERATOR)
+    row, token = apikeys.create_key(scope, name, scopes)
+    logger.info("API key issued by the operator", extra={"tenant_id": tenant_id, "key_id": row.id, "scopes": row.scopes})
+    return {"tenant_id": tenant_id, "id": row.id, "name": row.name, "prefix": row.prefix, "scopes": row.scopes,
+            "api_key": token, "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
 
 
 def set_quotas(pool: Any, settings: Settings, event: Mapping[str, Any]) -> dict[str, Any]:
