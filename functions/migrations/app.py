@@ -6,7 +6,7 @@ from typing import Any
 
 from tickwork.logs import function_logger, with_lambda_context
 from tickwork.ops.custom_resource import budget_seconds
-from tickwork.ops.provisioning import handle_custom_resource, migrate_schema
+from tickwork.ops.provisioning import handle_migration
 from tickwork.wiring import services
 
 logger = function_logger()
@@ -14,5 +14,4 @@ logger = function_logger()
 
 @with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    budget = budget_seconds(context)
-    return handle_custom_resource(event, lambda: migrate_schema(services().db, budget), budget)
+    return handle_migration(services, event, budget_seconds(context))

@@ -114,6 +114,12 @@ def _bounded(env: Mapping[str, str], name: str, default: int, low: int | None = 
     return value
 
 
+def function_region(env: Mapping[str, str] | None = None) -> str:
+    """The region Lambda runs the function in (AWS_REGION, which Lambda always sets); empty elsewhere. Read
+    apart from Settings: a custom resource checks where to answer before anything else is built."""
+    return (os.environ if env is None else env).get("AWS_REGION", "")
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str

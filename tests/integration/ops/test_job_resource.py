@@ -19,6 +19,9 @@ from tickwork.dueindex.entries import job_member
 from tickwork.errors import NotFoundError
 from tickwork.models import JobRow
 from tickwork.ops import custom_resource
+from tickwork.ops.custom_resource import budget_seconds
+from tickwork.ops.job_resource import handle_job_resource
+from tickwork.ops.response_url import ResponseHosts
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_tenant
@@ -27,6 +30,7 @@ from tickwork.tenant.filters import AuditFilter
 from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure
+from tickwork.wiring import services as current_services
 
 Handler = Callable[[dict[str, Any], Any], Any]
 NOW = datetime(2026, 3, 12, 10, 0, tzinfo=timezone.utc)
@@ -36,12 +40,15 @@ SOURCE = "cfn:reports/NightlyReport"
 
 
 @pytest.fixture
-def provider(services: Services, handler: Callable[[str], Handler]) -> Iterator[Handler]:
-    """The jobs handler on the test's services, its clock pinned at NOW; production's target rules."""
+def provider(services: Services, target: Target) -> Iterator[Handler]:
+    """The jobs function as its handler runs it (functions/jobs_resource), on the test's services, its clock
+    pinned at NOW; production's target rules; answering the local ResponseURL as well as CloudFormation's
+    (the deployed handler answers only CloudFormation's: test_a_forged_response_url_is_refused...)."""
     pinned = replace(services, settings=replace(services.settings, allow_private_targets=False),
                      clock=lambda: NOW.timestamp())
     configure(pinned)
-    yield handler("jobs_resource")
+    hosts = ResponseHosts(also=(target.url,))
+    yield lambda event, context: handle_job_resource(current_services, event, budget_seconds(context), hosts=hosts)
     configure(services)
 
 
@@ -326,3 +333,24 @@ def test_a_response_url_that_does_not_answer_is_given_up_on_within_the_margin(ta
                                 {"Status": "FAILED"}, within=1.5)
     assert not sent and time.monotonic() - began < 2.5
     assert len(target.requests) >= 1  # it was tried
+
+
+def test_a_forged_response_url_is_refused_with_no_request_and_no_job(
+    target: Target, services: Services, handler: Callable[[str], Handler], tenant: str,
+) -> None:
+    """The deployed handler answers only CloudFormation's response bucket: an event sent straight to the
+    function (lambda:InvokeFunction) with a URL of the sender's choosing gets no PUT there, and does nothing."""
+    configure(replace(services, clock=lambda: NOW.timestamp()))
+    try:
+        for url in (f"{target.url}/response?X-Amz-Signature=0000",
+                    "http://cloudformation-custom-resource-response-euwest3.s3.eu-west-3.amazonaws.com/x",
+                    f"https://cloudformation-custom-resource-response-euwest3.s3.eu-west-3.amazonaws.com@127.0.0.1:"
+                    f"{target.url.rsplit(':', 1)[1]}/x"):
+            event = _event(target, "Create")
+            event["ResponseURL"] = url
+            refused = handler("jobs_resource")(event, None)
+            assert refused["Status"] == "FAILED" and refused["Reason"].startswith("ResponseURL: "), refused
+    finally:
+        configure(services)
+    assert target.requests == []
+    assert _job(services, tenant, "nightly-report") is None

@@ -14,10 +14,14 @@ import pytest
 
 from tests.conftest import RecordingInvoker, Target, _with_search_path
 from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_responses
+from tickwork.ops.custom_resource import budget_seconds
+from tickwork.ops.provisioning import handle_migration
+from tickwork.ops.response_url import ResponseHosts
 from tickwork.settings import Settings
-from tickwork.wiring import Services, build_services, configure
+from tickwork.wiring import Services, build_services, configure, services
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
+Migrations = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 @pytest.fixture
@@ -41,6 +45,14 @@ def fresh_services(servers: Any, empty_schema: str) -> Iterator[Services]:
     svc.close()
 
 
+@pytest.fixture
+def migrations(target: Target) -> Migrations:
+    """The migrations function as its handler runs it (functions/migrations), answering the local ResponseURL
+    as well as CloudFormation's (the deployed handler answers only CloudFormation's: test_a_forged_...)."""
+    hosts = ResponseHosts(also=(target.url,))
+    return lambda event, context: handle_migration(services, event, budget_seconds(context), hosts)
+
+
 def _event(target: Target, request_type: str, physical_id: str | None = None) -> dict[str, Any]:
     return cfn_event("migrations_create.json", target, request_type, physical_id)
 
@@ -52,10 +64,10 @@ def _tables(url: str) -> set[str]:
 
 
 def test_create_migrates_the_schema_and_reports_success(
-    fresh_services: Services, empty_schema: str, handler: Handler, target: Target
+    fresh_services: Services, empty_schema: str, migrations: Migrations, target: Target
 ) -> None:
     event = _event(target, "Create")
-    handler("migrations")(event, None)
+    migrations(event, None)
     (response,) = cfn_responses(target)
     assert response["Status"] == "SUCCESS", response
     assert {k: response[k] for k in ("StackId", "RequestId", "LogicalResourceId")} == {
@@ -66,33 +78,33 @@ def test_create_migrates_the_schema_and_reports_success(
 
 
 def test_an_update_is_idempotent_and_keeps_the_physical_id(
-    fresh_services: Services, handler: Handler, target: Target
+    fresh_services: Services, migrations: Migrations, target: Target
 ) -> None:
-    handler("migrations")(_event(target, "Create"), None)
+    migrations(_event(target, "Create"), None)
     physical_id = cfn_responses(target)[0]["PhysicalResourceId"]
-    handler("migrations")(_event(target, "Update", physical_id), None)
-    handler("migrations")(_event(target, "Update", physical_id), None)
+    migrations(_event(target, "Update", physical_id), None)
+    migrations(_event(target, "Update", physical_id), None)
     first, *updates = cfn_responses(target)
     assert [u["Status"] for u in updates] == ["SUCCESS", "SUCCESS"]
     assert [u["Data"]["Applied"] for u in updates] == ["", ""]
     assert {u["PhysicalResourceId"] for u in updates} == {physical_id}
 
 
-def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, handler: Handler, target: Target) -> None:
-    handler("migrations")(_event(target, "Create"), None)
+def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, migrations: Migrations, target: Target) -> None:
+    migrations(_event(target, "Create"), None)
     physical_id = cfn_responses(target)[0]["PhysicalResourceId"]
-    handler("migrations")(_event(target, "Delete", physical_id), None)
+    migrations(_event(target, "Delete", physical_id), None)
     assert cfn_responses(target)[1]["Status"] == "SUCCESS"
     assert cfn_responses(target)[1]["PhysicalResourceId"] == physical_id
     assert "jobs" in _tables(empty_schema)
 
 
 def test_a_failed_migration_fails_the_deploy_with_the_reason(
-    fresh_services: Services, empty_schema: str, handler: Handler, target: Target
+    fresh_services: Services, empty_schema: str, migrations: Migrations, target: Target
 ) -> None:
     with psycopg.connect(empty_schema, autocommit=True) as conn:
         conn.execute("CREATE TABLE tenants (squatter int)")  # a table the first migration wants to create
-    result = handler("migrations")(_event(target, "Create"), None)
+    result = migrations(_event(target, "Create"), None)
     (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED"
     assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
@@ -100,12 +112,12 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     # Nothing half-applied: a failed migration rolls back whole.
     assert _tables(empty_schema) == {"tenants"}
     # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
-    handler("migrations")(_event(target, "Delete", response["PhysicalResourceId"]), None)
+    migrations(_event(target, "Delete", response["PhysicalResourceId"]), None)
     assert cfn_responses(target)[1]["Status"] == "SUCCESS"
 
 
 def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
-    servers: Any, handler: Handler, target: Target
+    servers: Any, migrations: Migrations, target: Target
 ) -> None:
     with socket_closed_port() as port:
         settings = Settings(database_url=f"postgresql://tickwork:pw-not-logged@127.0.0.1:{port}/tickwork",
@@ -113,7 +125,7 @@ def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
         svc = build_services(settings, invoker=RecordingInvoker())
         configure(svc)
         try:
-            handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=16_000))
+            migrations(_event(target, "Create"), FakeContext(remaining_ms=16_000))
         finally:
             configure(None)
             svc.close()
@@ -122,18 +134,18 @@ def test_an_unreachable_database_fails_the_deploy_instead_of_hanging(
     assert "pw-not-logged" not in json.dumps(response)
 
 
-def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_schema: str, handler: Handler,
+def test_an_unknown_resource_type_is_refused(fresh_services: Services, empty_schema: str, migrations: Migrations,
                                              target: Target) -> None:
     event = _event(target, "Create")
     event["ResourceType"] = "Custom::Something"
-    handler("migrations")(event, None)
+    migrations(event, None)
     (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED" and "Custom::Something" in response["Reason"]
     assert "jobs" not in _tables(empty_schema)
 
 
 def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_times_out(
-    fresh_services: Services, empty_schema: str, handler: Handler, target: Target,
+    fresh_services: Services, empty_schema: str, migrations: Migrations, target: Target,
 ) -> None:
     """Break: another session holds the lock the migration needs (here the migrations' own advisory
     lock, as a second deploy would; a table lock behind a long transaction is the same wait). Must hold:
@@ -148,13 +160,13 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
     with psycopg.connect(empty_schema, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
         began = time.monotonic()
-        handler("migrations")(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
+        migrations(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
         took = time.monotonic() - began
     (response,) = cfn_responses(target)
     assert response["Status"] == "FAILED" and "LockNotAvailable" in response["Reason"], response
     assert took < remaining - RESPONSE_MARGIN_SECONDS + 1, took  # answered with the margin left
     assert "jobs" not in _tables(empty_schema)
-    handler("migrations")(_event(target, "Update", response["PhysicalResourceId"]), None)
+    migrations(_event(target, "Update", response["PhysicalResourceId"]), None)
     assert cfn_responses(target)[1]["Status"] == "SUCCESS" and "jobs" in _tables(empty_schema)
 
 
@@ -184,21 +196,22 @@ def test_a_migration_that_outlasts_its_budget_is_answered_failed_in_time(target:
 
     stuck = threading.Event()
     began = time.monotonic()
-    response = handle_custom_resource(_event(target, "Create"), lambda: [str(stuck.wait(30))], budget=1.0)
+    response = handle_custom_resource(_event(target, "Create"), lambda: [str(stuck.wait(30))], budget=1.0,
+                                      hosts=ResponseHosts(also=(target.url,)))
     assert time.monotonic() - began < 3
     assert response["Status"] == "FAILED" and "did not finish within 1 s" in response["Reason"]
     assert cfn_responses(target) == [response]
     stuck.set()
 
 
-def test_a_delete_is_answered_without_the_database(servers: Any, handler: Handler, target: Target) -> None:
+def test_a_delete_is_answered_without_the_database(servers: Any, migrations: Migrations, target: Target) -> None:
     """The stack's delete removes the database too: deleting the migration resource never waits on it."""
     with socket_closed_port() as port:
         settings = Settings(database_url=f"postgresql://tickwork@127.0.0.1:{port}/tickwork", redis_url=servers.redis_url)
         svc = build_services(settings, invoker=RecordingInvoker())
         configure(svc)
         try:
-            handler("migrations")(_event(target, "Delete", "SchemaMigration-schema"), FakeContext(remaining_ms=20_000))
+            migrations(_event(target, "Delete", "SchemaMigration-schema"), FakeContext(remaining_ms=20_000))
         finally:
             configure(None)
             svc.close()
@@ -218,3 +231,13 @@ class socket_closed_port:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_a_forged_response_url_is_refused_with_no_request_and_no_migration(
+    fresh_services: Services, empty_schema: str, handler: Handler, target: Target,
+) -> None:
+    """The deployed handler answers only CloudFormation's response bucket (tickwork.ops.response_url): an
+    event invoked with a URL of the sender's choosing gets no PUT there, and migrates nothing."""
+    refused = handler("migrations")(_event(target, "Create"), None)
+    assert refused["Status"] == "FAILED" and refused["Reason"].startswith("ResponseURL: "), refused
+    assert target.requests == [] and "jobs" not in _tables(empty_schema)

@@ -4,6 +4,9 @@ failures included, is PUT to the event's ResponseURL before the function's own t
 CloudFormation waits for that PUT: a raised error, or a Lambda killed at its timeout, would leave the
 deploy hanging until the resource's ServiceTimeout (an hour by default). So the work runs in a thread of
 its own, and when the budget is spent CloudFormation is answered FAILED whatever the work is still doing.
+
+An event whose ResponseURL is not CloudFormation's (tickwork.ops.response_url) was not sent by
+CloudFormation: it is refused before any work, and nothing is sent anywhere (there is no one to answer).
 """
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools import Logger
+
+from tickwork.ops.response_url import ResponseHosts
+from tickwork.settings import function_region
 
 logger = Logger(child=True)
 
@@ -56,10 +62,18 @@ def budget_seconds(context: Any) -> float:
 
 
 def answer(event: Mapping[str, Any], work: Callable[[], Answer], budget: float, failed_physical_id: str,
-           reason: Callable[[BaseException], str], http: Any = None) -> dict[str, Any]:
+           reason: Callable[[BaseException], str], http: Any = None,
+           hosts: ResponseHosts | None = None) -> dict[str, Any]:
     """Run `work` and send CloudFormation its outcome within `budget` seconds. A failure (an error, or work
     still running when the budget is spent) is answered FAILED under `failed_physical_id`, with
-    `reason(error)` as the reason CloudFormation shows."""
+    `reason(error)` as the reason CloudFormation shows. `hosts`: where an answer may go (None: CloudFormation's
+    response bucket of this function's region); an event whose ResponseURL is elsewhere is refused unanswered."""
+    refused = (hosts or ResponseHosts(function_region())).refusal(str(event.get("ResponseURL") or ""))
+    if refused is not None:
+        logger.error("custom resource request refused, unanswered: not sent by CloudFormation",
+                     extra={"request_type": event.get("RequestType"), "resource_type": event.get("ResourceType"),
+                            "error": refused})
+        return {"Status": "FAILED", "Reason": refused}
     outcome: dict[str, Any] = {}
     worker = threading.Thread(target=_run_into, args=(work, outcome), name="custom-resource", daemon=True)
     worker.start()

@@ -23,6 +23,7 @@ from aws_lambda_powertools import Logger
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError, TickworkError
 from tickwork.models import JobRow
 from tickwork.ops.custom_resource import Answer, answer
+from tickwork.ops.response_url import ResponseHosts
 from tickwork.ops.job_properties import (
     RESOURCE_TYPE,
     JobProperties,
@@ -48,11 +49,12 @@ NOT_CREATED_PREFIX = "not-created:"
 
 
 def handle_job_resource(services: Callable[[], Services], event: Mapping[str, Any], budget: float,
-                        http: Any = None) -> dict[str, Any]:
+                        http: Any = None, hosts: ResponseHosts | None = None) -> dict[str, Any]:
     """Act on one CloudFormation event and answer it within `budget` seconds, the services' clock read
-    once. `services` is called within the budget: a deployment that cannot build them is answered too."""
-    failed_id = event.get("PhysicalResourceId") or f"{NOT_CREATED_PREFIX}{event['RequestId']}"
-    return answer(event, lambda: _act(services(), event), budget, failed_id, _reason, http)
+    once. `services` is called within the budget: a deployment that cannot build them is answered too.
+    `hosts`: where answers may go (tickwork.ops.custom_resource.answer; the handler leaves the default)."""
+    failed_id = event.get("PhysicalResourceId") or f"{NOT_CREATED_PREFIX}{event.get('RequestId')}"
+    return answer(event, lambda: _act(services(), event), budget, failed_id, _reason, http, hosts)
 
 
 def physical_id(tenant_id: str, key: str) -> str:

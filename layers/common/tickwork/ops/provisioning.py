@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from aws_lambda_powertools import Logger
 
 from tickwork.ops.custom_resource import Answer, answer
+from tickwork.ops.response_url import ResponseHosts
 from tickwork.store.migrate import migrate
 
 logger = Logger(child=True)
@@ -69,13 +70,21 @@ def _migrate_bounded(conn: Any, left: float, lock_timeout: float) -> list[str]:
             conn.execute("RESET statement_timeout")
 
 
+def handle_migration(services: Callable[[], Any], event: Mapping[str, Any], budget: float,
+                     hosts: ResponseHosts | None = None) -> dict[str, Any]:
+    """The migrations function's request: the schema of `services().db` migrated within `budget`.
+    `hosts`: where answers may go (tickwork.ops.custom_resource.answer; the handler leaves the default)."""
+    return handle_custom_resource(event, lambda: migrate_schema(services().db, budget), budget, hosts=hosts)
+
+
 def handle_custom_resource(event: Mapping[str, Any], migrate_now: Callable[[], list[str]], budget: float,
-                           http: Any = None) -> dict[str, Any]:
+                           http: Any = None, hosts: ResponseHosts | None = None) -> dict[str, Any]:
     """Run the request (Create/Update migrate, Delete keeps the data) and send CloudFormation the outcome
     within `budget` seconds: a migration still running then is answered FAILED (its statement timeout
     ends it in the database, and its transaction applies nothing)."""
-    physical_id = event.get("PhysicalResourceId") or f"{event['LogicalResourceId']}-schema"
-    return answer(event, lambda: Answer(physical_id, _run(event, migrate_now)), budget, physical_id, _reason, http)
+    physical_id = event.get("PhysicalResourceId") or f"{event.get('LogicalResourceId')}-schema"
+    return answer(event, lambda: Answer(physical_id, _run(event, migrate_now)), budget, physical_id, _reason, http,
+                  hosts)
 
 
 def _run(event: Mapping[str, Any], migrate_now: Callable[[], list[str]]) -> dict[str, str]:
