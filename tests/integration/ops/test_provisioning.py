@@ -90,7 +90,8 @@ def test_an_update_is_idempotent_and_keeps_the_physical_id(
     assert {u["PhysicalResourceId"] for u in updates} == {physical_id}
 
 
-def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, migrations: Migrations, target: Target) -> None:
+def test_delete_keeps_the_schema(fresh_services: Services, empty_schema: str, migrations: Migrations,
+                                 target: Target) -> None:
     migrations(_event(target, "Create"), None)
     physical_id = cfn_responses(target)[0]["PhysicalResourceId"]
     migrations(_event(target, "Delete", physical_id), None)

@@ -7,7 +7,8 @@ import pytest
 from tickwork.ops.response_url import ResponseHosts
 
 BUCKET = "cloudformation-custom-resource-response-"
-KEY = "/arn%3Aaws%3Acloudformation%3Aeu-west-3%3A123456789012%3Astack/reports/7c1d%7CNightlyReport%7C2b7e?X-Amz-Signature=0"
+KEY = ("/arn%3Aaws%3Acloudformation%3Aeu-west-3%3A123456789012%3Astack/reports/7c1d%7CNightlyReport%7C2b7e"
+       "?X-Amz-Signature=0")
 
 
 @pytest.mark.parametrize("region, url", [
@@ -37,6 +38,7 @@ def test_cloudformations_response_hosts_are_answered(region: str, url: str) -> N
     ("eu-west-3", f"https://169.254.169.254\\@{BUCKET}euwest3.s3.eu-west-3.amazonaws.com/", "printable ASCII"),
     ("eu-west-3", f"https://{BUCKET}euwest3.s3.eu-west-3.amazonaws.com {KEY}", "printable ASCII"),
     ("eu-west-3", "", "printable ASCII"),
+    ("eu-west-3", f"https://{BUCKET}euwest3.s3.eu-west-3.amazonaws.com{KEY}\n", "printable ASCII"),
     # another region's bucket, or a bucket naming a region its host does not
     ("eu-west-3", f"https://{BUCKET}euwest1.s3.eu-west-1.amazonaws.com{KEY}", "for region eu-west-3"),
     ("eu-west-3", f"https://{BUCKET}euwest1.s3.amazonaws.com{KEY}", "for region eu-west-3"),

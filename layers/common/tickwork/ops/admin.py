@@ -92,7 +92,8 @@ def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
     now = datetime.fromtimestamp(svc.clock(), timezone.utc)
     scope = Scope(svc.db, svc.index, svc.settings, tenant_id, now, svc.keyring, frozenset(access.ALL_SCOPES), OPERATOR)
     row, token = apikeys.create_key(scope, name, scopes)
-    logger.info("API key issued by the operator", extra={"tenant_id": tenant_id, "key_id": row.id, "scopes": row.scopes})
+    logger.info("API key issued by the operator",
+                extra={"tenant_id": tenant_id, "key_id": row.id, "scopes": row.scopes})
     return {"tenant_id": tenant_id, "id": row.id, "name": row.name, "prefix": row.prefix, "scopes": row.scopes,
             "api_key": token, "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
 

@@ -43,7 +43,7 @@ class ResponseHosts:
         """Why CloudFormation's answer may not be sent to `url`, naming ResponseURL; None when it may."""
         from urllib3.util import parse_url  # the parser of the client that sends the answer
 
-        if not _URL_CHARACTERS.match(url):
+        if not _URL_CHARACTERS.fullmatch(url):
             return "ResponseURL: not a URL of printable ASCII characters"
         parsed = parse_url(url)
         origin = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
@@ -60,14 +60,14 @@ class ResponseHosts:
 
 
 def _bucket_host(host: str, region: str) -> bool:
-    found = _HOST.match(host.lower())
+    found = _HOST.fullmatch(host.lower())
     if found is None:
         return False
     named = found["region"]
     if named is None:  # the global endpoint, partition aws only: the bucket alone names the region
         return not region.startswith(("cn-", "us-gov-")) and (
-            found["flat"] == _flat(region) if region else _FLAT_REGION.match(found["flat"]) is not None)
-    return (_REGION.match(named) is not None and named == (region or named) and found["flat"] == _flat(named)
+            found["flat"] == _flat(region) if region else _FLAT_REGION.fullmatch(found["flat"]) is not None)
+    return (_REGION.fullmatch(named) is not None and named == (region or named) and found["flat"] == _flat(named)
             and found["suffix"] == partition_suffix(named))
 
 
