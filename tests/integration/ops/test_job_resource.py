@@ -24,7 +24,8 @@ from tickwork.ops.job_resource import handle_job_resource
 from tickwork.ops.response_url import ResponseHosts
 from tickwork.scope import Scope
 from tickwork.secrets import vault
-from tickwork.store.tenants import create_tenant
+from tickwork.store import keys as keys_store
+from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import audit, bykey
 from tickwork.tenant.filters import AuditFilter
 from tickwork.tenant.jobs import JobDraft
@@ -37,6 +38,8 @@ NOW = datetime(2026, 3, 12, 10, 0, tzinfo=timezone.utc)
 # 02:30 in Paris (UTC+1 until the 29th) on the first day after NOW.
 FIRST_RUN = "2026-03-13T01:30:00.000Z"
 SOURCE = "cfn:reports/NightlyReport"
+# The ApiKey of events/jobs_resource_create.json.
+EVENT_KEY = "tw_example_cloudformation_key_do_not_use"
 
 
 @pytest.fixture
@@ -54,7 +57,10 @@ def provider(services: Services, target: Target) -> Iterator[Handler]:
 
 @pytest.fixture
 def tenant(db: psycopg.Connection) -> str:
-    return create_tenant(db, "reports")
+    """The tenant "reports", holding the key the sample event's ApiKey is (every scope)."""
+    tenant_id = create_tenant(db, "reports")
+    create_api_key(db, tenant_id, token=EVENT_KEY, name="deploy")
+    return tenant_id
 
 
 def _event(target: Target, request_type: str, physical_id: str | None = None, old: dict[str, Any] | None = None,
@@ -131,7 +137,7 @@ def test_an_update_that_changes_nothing_writes_nothing(
 
 
 def test_the_audit_log_names_the_stack_and_cloudformations_request_for_each_change(
-    provider: Handler, target: Target, services: Services, tenant: str,
+    provider: Handler, target: Target, services: Services, tenant: str, db: psycopg.Connection,
 ) -> None:
     create = _event(target, "Create")
     created = _send(provider, target, create)
@@ -146,7 +152,13 @@ def test_the_audit_log_names_the_stack_and_cloudformations_request_for_each_chan
     found = audit.list_events(scope, AuditFilter(), 10, None).items
     assert {(e.request_id, e.action) for e in found} == {
         (create["RequestId"], "job.created"), (update["RequestId"], "job.updated"), (delete["RequestId"], "job.deleted")}
-    assert {(e.key_id, e.key_name, e.client_ip) for e in found} == {(None, "cloudformation:reports", None)}
+    # The stack, and the key that authorised each write; the Delete needs none and names none.
+    deploy_key = keys_store.authenticate(db, EVENT_KEY)
+    assert deploy_key is not None
+    assert {(e.action, e.key_id, e.key_name, e.client_ip) for e in found} == {
+        ("job.created", deploy_key.key_id, "cloudformation:reports", None),
+        ("job.updated", deploy_key.key_id, "cloudformation:reports", None),
+        ("job.deleted", None, "cloudformation:reports", None)}
     (changed,) = [e for e in found if e.action == "job.updated"]
     assert changed.changes == [{"field": "name", "before": "Nightly report", "after": "Nightly report (v2)"}]
 
@@ -196,9 +208,10 @@ def test_unknown_properties_are_all_named(provider: Handler, target: Target, ten
     assert failed["Reason"] == "unknown properties: Request.Methd, Schedual", failed
 
 
-def test_an_unknown_tenant_fails(provider: Handler, target: Target, tenant: str) -> None:
+def test_a_tenant_that_is_not_the_keys_fails(provider: Handler, target: Target, tenant: str) -> None:
     failed = _send(provider, target, _event(target, "Create", Tenant="reprots"))
-    assert (failed["Status"], failed["Reason"]) == ("FAILED", "Tenant: no tenant named reprots")
+    assert (failed["Status"], failed["Reason"]) == ("FAILED", (
+        f"Tenant: reprots is not the tenant of ApiKey (its tenant is {tenant}); leave Tenant out, or name that tenant"))
 
 
 def test_deleting_a_job_already_gone_succeeds(provider: Handler, target: Target, services: Services, tenant: str) -> None:
@@ -354,3 +367,4 @@ def test_a_forged_response_url_is_refused_with_no_request_and_no_job(
         configure(services)
     assert target.requests == []
     assert _job(services, tenant, "nightly-report") is None
+

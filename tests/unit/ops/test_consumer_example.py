@@ -14,6 +14,7 @@ from cfnlint.decode import decode
 from tests.conftest import ROOT
 from tickwork.api.models import JobCreate
 from tickwork.ops.job_properties import RESOURCE_TYPE, job_source, read_properties
+from tickwork.store.keys import new_api_token
 
 EXAMPLE = ROOT / "docs" / "examples" / "consumer-stack.yaml"
 STACK_ID = "arn:aws:cloudformation:eu-west-3:123456789012:stack/reports/5b6a2e10-0000-11ef-0000-0a1b2c3d4e5f"
@@ -38,11 +39,24 @@ def test_it_declares_two_jobs_through_the_exported_service_token(example: dict[s
         assert res["Properties"]["ServiceToken"] == {"Fn::ImportValue": {"Fn::Sub": "${TickworkStack}-JobsServiceToken"}}
 
 
+def test_each_job_takes_its_key_from_a_no_echo_parameter_that_nothing_shows(example: dict[str, Any]) -> None:
+    """CloudFormation hands a custom resource a {{resolve:secretsmanager:...}} reference unresolved: the key
+    comes in as a NoEcho parameter, which NoEcho does not mask in Outputs or Metadata."""
+    jobs = [res for res in example["Resources"].values() if res["Type"] == RESOURCE_TYPE]
+    assert {json.dumps(res["Properties"]["ApiKey"]) for res in jobs} == {'{"Ref": "TickworkApiKey"}'}
+    assert example["Parameters"]["TickworkApiKey"]["NoEcho"] is True
+    assert "Default" not in example["Parameters"]["TickworkApiKey"]
+    shown = json.dumps([example.get("Outputs"), example.get("Metadata"), [r.get("Metadata") for r in jobs]])
+    assert "TickworkApiKey" not in shown
+
+
 def test_each_job_is_one_the_provider_accepts_as_cloudformation_sends_it(example: dict[str, Any]) -> None:
-    defaults = {name: str(p["Default"]) for name, p in example["Parameters"].items()}
+    defaults = {name: str(p.get("Default", "tw_" + "k" * 43)) for name, p in example["Parameters"].items()}
     for name, res in example["Resources"].items():
         sent = _as_sent(res["Properties"], defaults)
         declared = read_properties(sent)
+        assert declared.api_key is not None and re.fullmatch(
+            example["Parameters"]["TickworkApiKey"]["AllowedPattern"], new_api_token()), name
         job = JobCreate.model_validate({**declared.body, "key": declared.key, "source": job_source(STACK_ID, name)})
         assert job.request.url.startswith(defaults["ReportsApiUrl"]), name
     sync = read_properties(_as_sent(example["Resources"]["HourlySync"]["Properties"], defaults)).body
@@ -59,6 +73,8 @@ def _as_sent(value: Any, parameters: dict[str, str]) -> Any:
             return re.sub(r"\$\{(\w+)\}", lambda m: parameters[m.group(1)], value["Fn::Sub"])
         if set(value) == {"Fn::ImportValue"}:
             return "arn:aws:lambda:eu-west-3:123456789012:function:tickwork-JobsResourceFunction-AbC"
+        if set(value) == {"Ref"}:
+            return parameters[value["Ref"]]
         return {k: _as_sent(v, parameters) for k, v in value.items()}
     if isinstance(value, list):
         return [_as_sent(v, parameters) for v in value]

@@ -9,6 +9,7 @@ from tickwork.api.models import JobCreate
 from tickwork.errors import InvalidInputError
 from tickwork.ops.job_properties import (
     MAX_SOURCE_CHARS,
+    checked_stack_id,
     field_reason,
     job_source,
     read_properties,
@@ -55,13 +56,38 @@ def test_the_strings_cloudformation_sends_are_read_as_numbers_and_booleans_by_th
     assert job.success is not None and job.success.status_codes == [204, "2xx"]
 
 
-@pytest.mark.parametrize("missing", ["Tenant", "Key"])
-def test_tenant_and_key_are_required(missing: str) -> None:
-    properties = _properties()
-    del properties[missing]
+def test_key_is_required_and_a_given_tenant_may_not_be_blank() -> None:
+    for properties in ({k: v for k, v in _properties().items() if k != "Key"}, _properties(Tenant=" ")):
+        with pytest.raises(InvalidInputError) as raised:
+            read_properties(properties)
+        assert (raised.value.message, raised.value.field in ("Key", "Tenant")) == ("required", True)
+
+
+def test_the_key_and_the_tenant_are_read_apart_from_the_body_and_tenant_may_be_left_out() -> None:
+    declared = read_properties({k: v for k, v in _properties(ApiKey=" tw_key ").items() if k != "Tenant"})
+    assert (declared.tenant, declared.api_key) == (None, "tw_key")
+    assert "api_key" not in declared.body and "tenant" not in declared.body
+    assert read_properties(_properties()).api_key is None
+
+
+@pytest.mark.parametrize("stack_id", [
+    STACK_ID,
+    "arn:aws-cn:cloudformation:cn-north-1:123456789012:stack/a/5b6a2e10-0000-11ef-0000-0a1b2c3d4e5f",
+    "arn:aws-us-gov:cloudformation:us-gov-west-1:123456789012:stack/A-1/5b6a2e10-0000-11ef-0000-0a1b2c3d4e5f",
+])
+def test_a_stack_id_is_a_stacks_arn(stack_id: str) -> None:
+    assert checked_stack_id(stack_id) == stack_id
+
+
+@pytest.mark.parametrize("stack_id", [
+    None, "", "reports", STACK_ID + "/extra", STACK_ID.replace("123456789012", "1234"),
+    STACK_ID.replace("stack/reports-prod", "stack/" + "r" * 129), STACK_ID.replace(":stack/", ":changeSet/"),
+    STACK_ID.replace("reports-prod", "1reports"), STACK_ID + "\n",
+])
+def test_anything_else_is_refused_naming_stack_id(stack_id: object) -> None:
     with pytest.raises(InvalidInputError) as raised:
-        read_properties(properties)
-    assert (raised.value.field, raised.value.message) == (missing, "required")
+        checked_stack_id(stack_id)
+    assert raised.value.field == "StackId"
 
 
 def test_names_that_are_not_pascal_case_are_unknown_all_named_at_once() -> None:

@@ -12,7 +12,7 @@ from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.scope import Actor, Scope
 from tickwork.store import keys
 from tickwork.store.secrets import PgKeyStore
-from tickwork.tenant import access
+from tickwork.tenant import access, apikeys
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, api_pool, services
 
@@ -49,13 +49,9 @@ def current_scope(request: Request) -> Scope:
     if token is None:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     with svc.db.connection() as conn:
-        caller = keys.authenticate(conn, token)
-        if caller is not None:
-            keys.note_use(conn, caller, now)
-            if svc.keyring is not None:
-                svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
-    if caller is None:
-        raise UnauthorizedError("invalid API key")
+        caller = apikeys.authenticate(conn, token, now)
+        if svc.keyring is not None:
+            svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
     _spend(svc, request, caller, now)
     return Scope(api_pool(svc), svc.index, svc.settings, caller.tenant_id, now, svc.keyring, caller.scopes,
                  actor(request, caller))

@@ -2,9 +2,9 @@
 
 The properties mirror the API's job body in PascalCase (`Request.Url` is `request.url`,
 `Retry.MaxAttempts` is `retry.max_attempts`), except the names of `Request.Headers`, which are the user's
-header names and are kept as written. `Tenant` and `Key` say which job it is; `ServiceToken` and
-`ServiceTimeout` are CloudFormation's own. CloudFormation sends every scalar as a string ("300", "true"),
-so the body is checked by the API's own model in pydantic's lax mode, which reads them as numbers and
+header names and are kept as written. `Key` says which job it is, `ApiKey` whose (its key's tenant), and
+`Tenant`, optional, must name that tenant; `ServiceToken` and `ServiceTimeout` are CloudFormation's own.
+CloudFormation sends every scalar as a string ("300", "true"), so the body is checked by the API's own model in pydantic's lax mode, which reads them as numbers and
 booleans; its complaints are worded as the API's 400s, naming the field both ways
 ("Request.Url (request.url): ...").
 """
@@ -18,8 +18,15 @@ from typing import Any, Mapping
 from tickwork.errors import InvalidInputError
 
 RESOURCE_TYPE = "Custom::TickworkJob"
+# The release that made ApiKey required (a resource made before it fails its next Create or Update without one).
+CREDENTIAL_SINCE = "0.2.0"
 # CloudFormation adds these to every custom resource's properties.
 _CLOUDFORMATION = frozenset({"ServiceToken", "ServiceTimeout"})
+# Which job, whose, and the credential: not fields of the job's body.
+_IDENTITY = frozenset({"Tenant", "Key", "ApiKey"})
+# arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<id>; a stack's name is at most 128 characters.
+_STACK_ID = re.compile(
+    r"^arn:aws(?:-[a-z]+)*:cloudformation:[a-z0-9-]{1,32}:\d{12}:stack/[A-Za-z][A-Za-z0-9-]{0,127}/[A-Za-z0-9-]{1,64}$")
 # Maps whose keys are the user's data, not field names: copied as written.
 _VERBATIM = (("request", "headers"),)
 _PASCAL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -34,25 +41,57 @@ _DIGEST_CHARS = 16
 
 @dataclass(frozen=True)
 class JobProperties:
-    """Which job (`tenant` as written: a name or an id; `key`) and its body in the API's field names."""
+    """Which job (`key`; `tenant` as written, a name or an id, None when not given), the credential (None when
+    not given) and the job's body in the API's field names."""
 
-    tenant: str
+    tenant: str | None
     key: str
     body: dict[str, Any]
+    api_key: str | None = None
 
 
 def read_properties(properties: Mapping[str, Any]) -> JobProperties:
-    """The declared job; InvalidInputError naming the property for a missing Tenant or Key, a `Source`
-    (the provider sets it), or a name that is not PascalCase."""
-    tenant, key = (_required(properties, name) for name in ("Tenant", "Key"))
+    """The declared job; InvalidInputError naming the property for a missing Key, a `Source` (the provider
+    sets it), or a name that is not PascalCase."""
+    key = _required(properties, "Key")
+    tenant = properties.get("Tenant")
+    if tenant is not None:
+        tenant = _required(properties, "Tenant")
     if "Source" in properties:
         raise InvalidInputError("Source", "set by the provider (cfn:<stack>/<resource>), not by the template")
-    fields = {name: value for name, value in properties.items() if name not in _CLOUDFORMATION | {"Tenant", "Key"}}
+    fields = {name: value for name, value in properties.items() if name not in _CLOUDFORMATION | _IDENTITY}
     unknown: list[str] = []
     body = _api_names(fields, (), "", unknown)
     if unknown:
         raise InvalidInputError(None, f"unknown properties: {', '.join(unknown)} (properties are PascalCase)")
-    return JobProperties(tenant=tenant, key=key, body=body)
+    return JobProperties(tenant=tenant, key=key, body=body, api_key=api_key_of(properties))
+
+
+def api_key_of(properties: Mapping[str, Any] | None) -> str | None:
+    """The `ApiKey` property; None when there is none (or it is blank or not a string)."""
+    value = (properties or {}).get("ApiKey")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def credential_required(tenant: str | None) -> InvalidInputError:
+    """What a Create or Update without ApiKey fails with: a resource made before it was required reads why."""
+    whose = f"tenant {tenant}" if tenant else "the job's tenant"
+    return InvalidInputError("ApiKey", f"required since release {CREDENTIAL_SINCE}: an API key with jobs:write of "
+                                       f"{whose} (docs/jobs-as-code.md)")
+
+
+def unresolved_reference(api_key: str) -> bool:
+    """Whether ApiKey is a dynamic reference CloudFormation passed on as written, as it does any secure one
+    ({{resolve:secretsmanager:...}}, {{resolve:ssm-secure:...}}) in a custom resource's properties."""
+    return api_key.startswith("{{resolve:")
+
+
+def checked_stack_id(value: Any) -> str:
+    """The event's StackId, the ARN of a stack (InvalidInputError naming StackId otherwise)."""
+    if not isinstance(value, str) or not _STACK_ID.fullmatch(value):
+        raise InvalidInputError("StackId", "not a CloudFormation stack's ARN "
+                                           "(arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<id>)")
+    return value
 
 
 def template_path(field: str) -> str:

@@ -1,14 +1,15 @@
 """A tenant's own API keys: create (the token is shown once, its scopes within the creating key's), list,
-delete (only a key whose every scope the deleting key holds). Deleting a key takes effect on the next request (every route looks the key up itself); a tenant
-cannot delete its last key."""
+delete (only a key whose every scope the deleting key holds). Deleting a key takes effect on the next request
+(every route looks the key up itself); a tenant cannot delete its last key."""
 from __future__ import annotations
 
-from typing import Sequence
+from datetime import datetime
+from typing import Any, Sequence
 
-from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError
+from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError, UnauthorizedError
 from tickwork.scope import Scope
 from tickwork.store import keys as store
-from tickwork.store.keys import KeyRow
+from tickwork.store.keys import Caller, KeyRow
 from tickwork.tenant import access, audit
 from tickwork.tenant.definition import FieldChange
 from tickwork.tenant.lookup import parse_id
@@ -28,6 +29,16 @@ def create_key(scope: Scope, name: str, scopes: Sequence[str] | None = None) -> 
         audit.record(conn, scope, audit.API_KEY_CREATED, target=row.id, changes=(
             FieldChange("name", None, row.name), FieldChange("scopes", None, list(row.scopes))))
         return row, token
+
+
+def authenticate(conn: Any, token: str, now: datetime) -> Caller:
+    """The live key `token` is, its use noted (at most once a minute), else UnauthorizedError: the one check of
+    a key, for every door that takes one (the API's routes, the CloudFormation provider)."""
+    caller = store.authenticate(conn, token)
+    if caller is None:
+        raise UnauthorizedError("invalid API key")
+    store.note_use(conn, caller, now)
+    return caller
 
 
 def list_keys(scope: Scope) -> list[KeyRow]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.models import JobRow
@@ -34,17 +34,29 @@ class JobPlan:
     changes: tuple[FieldChange, ...] = ()
 
 
-def put_job_by_key(scope: Scope, key: str, draft: JobDraft) -> tuple[JobWithCalendars, bool]:
+# Asked in the transaction that writes the job, its row locked: (conn, the job as it is, None while being
+# created; the job's id). Raising refuses the write; what it writes commits with the job.
+Claim = Callable[[Any, JobRow | None, str], None]
+
+
+def put_job_by_key(scope: Scope, key: str, draft: JobDraft,
+                   claim: Claim | None = None) -> tuple[JobWithCalendars, bool]:
     """Create or replace the job with this key; returns it and whether it was created. Two PUTs racing to
     create the same key: one creates, the other then replaces (the unique index decides)."""
     draft = _keyed(key, draft)
+    claimed = claim or (lambda conn, job, job_id: None)
+
+    def replace_it(conn: Any, job: JobRow) -> jobs.Edited:
+        claimed(conn, job, job.id)
+        return jobs.replaced(scope, conn, job, draft)
+
     for _ in range(3):
         with scope.db.connection() as conn:
             current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
         try:
             if current is None:
-                return jobs.create_job(scope, draft), True
-            return jobs.transition(scope, current.id, lambda conn, job: jobs.replaced(scope, conn, job, draft)), False
+                return jobs.create_job(scope, draft, lambda conn, job: claimed(conn, None, job.id)), True
+            return jobs.transition(scope, current.id, replace_it), False
         except ConflictError as exc:  # created by a concurrent PUT since the read: replace that one
             if exc.field != "key":
                 raise
@@ -78,10 +90,11 @@ def get_job_by_key(scope: Scope, key: str) -> JobWithCalendars:
         return jobs.with_calendars(scope, conn, _found(conn, scope, key))
 
 
-def delete_job_by_key(scope: Scope, key: str) -> None:
+def delete_job_by_key(scope: Scope, key: str, only_if: Callable[[Any, JobRow], bool] | None = None) -> bool:
+    """Whether it was deleted: `only_if` may keep it (tickwork.tenant.jobs.delete_job)."""
     with scope.db.connection() as conn:
         job = _found(conn, scope, key)
-    jobs.delete_job(scope, job.id)
+    return jobs.delete_job(scope, job.id, only_if)
 
 
 def _found(conn: Any, scope: Scope, key: str) -> JobRow:

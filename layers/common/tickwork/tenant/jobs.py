@@ -97,7 +97,8 @@ class JobWithCalendars:
 
 # ---------------------------------------------------------------- jobs
 
-def create_job(scope: Scope, draft: JobDraft) -> JobWithCalendars:
+def create_job(scope: Scope, draft: JobDraft, then: Callable[[Any, JobRow], None] | None = None) -> JobWithCalendars:
+    """`then(conn, job)`: in the create's transaction, after the insert (what must not exist without the job)."""
     job = new_job(scope, draft)
     with scope.db.connection() as conn, conn.transaction():
         quotas.enforce(conn, scope.settings, None, job)
@@ -106,6 +107,8 @@ def create_job(scope: Scope, draft: JobDraft) -> JobWithCalendars:
         job = created.job
         with _key_taken(job.key):
             jobs_store.insert_job(conn, job)
+        if then is not None:
+            then(conn, job)
         audit.record(conn, scope, audit.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
     scheduling.index_job(scope.index, job)
     return created
@@ -167,15 +170,19 @@ def resume_job(scope: Scope, job_id: str) -> JobWithCalendars:
     return transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
 
 
-def delete_job(scope: Scope, job_id: str) -> None:
-    """Soft delete: the job stops running and disappears from the API; its executions are kept."""
+def delete_job(scope: Scope, job_id: str, only_if: Callable[[Any, JobRow], bool] | None = None) -> bool:
+    """Soft delete: the job stops running and disappears from the API; its executions are kept. `only_if(conn,
+    job)`, asked with the job's row locked in the delete's transaction, may keep it (False returned)."""
     job_id = parse_id(job_id, "job")
     with scope.db.connection() as conn, conn.transaction():
+        if only_if and not only_if(conn, found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")):
+            return False
         name = jobs_store.delete_job(conn, scope.tenant_id, job_id, scope.now)
         if name is None:
             raise NotFoundError("job not found")
         audit.record(conn, scope, audit.JOB_DELETED, job_id=job_id, target=name)
     scope.index.remove_job(job_id)
+    return True
 
 
 def run_job(scope: Scope, job_id: str) -> ExecutionRow:
