@@ -3,7 +3,9 @@ key (never the token), the request and the client, in the change's own transacti
 newest first, narrowed and checked like the other lists, one tenant's never shown to another."""
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, get_args
@@ -14,7 +16,7 @@ from tests.conftest import load_event
 from tests.integration.api_client import Api, job_body, use_clock
 from tickwork.api.audit import AuditAction
 from tickwork.store.tenants import create_api_key, create_tenant
-from tickwork.tenant import audit
+from tickwork.tenant import audit, audit_bounds
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 SECRET_VALUE = "audit-canary-7d31f0"
@@ -85,16 +87,16 @@ def test_every_change_to_a_job_is_recorded_with_who_made_it_and_a_no_op_records_
     deleted, ran, resumed, paused, updated, created = found
     assert deleted["target"] == "renamed" and deleted["changes"] is None
     assert ran["target"] == run["id"]
-    assert paused["changes"] == [{"field": "status", "before": "active", "after": "paused"}]
-    assert resumed["changes"] == [{"field": "status", "before": "paused", "after": "active"}]
+    assert paused["changes"] == [{"field": "status", "before": "active", "after": "paused", "digested": []}]
+    assert resumed["changes"] == [{"field": "status", "before": "paused", "after": "active", "digested": []}]
     assert sorted(updated["changes"], key=lambda c: c["field"]) == [
-        {"field": "name", "before": job["name"], "after": "renamed"},
-        {"field": "request.headers.Authorization", "before": "***", "after": "***"},
-        {"field": "request.headers.X-Team", "before": "a", "after": "b"},
+        {"field": "name", "before": job["name"], "after": "renamed", "digested": []},
+        {"field": "request.headers.Authorization", "before": "***", "after": "***", "digested": []},
+        {"field": "request.headers.X-Team", "before": "a", "after": "b", "digested": []},
     ]
     created_fields = {c["field"]: c for c in created["changes"]}
     assert created_fields["request.headers.Authorization"] == {
-        "field": "request.headers.Authorization", "before": None, "after": "***"}
+        "field": "request.headers.Authorization", "before": None, "after": "***", "digested": []}
     assert created_fields["schedule"]["after"] == job["schedule"]
     assert created_fields["status"]["after"] == "active"
     assert [e["at"] for e in found] == sorted((e["at"] for e in found), reverse=True)
@@ -113,8 +115,8 @@ def test_secrets_keys_and_the_signing_secret_are_recorded_by_name_never_by_value
     assert [(e["action"], e["target"]) for e in found[:6]] == [
         ("secret.deleted", "TOKEN"), ("api_key.deleted", made["id"]), ("api_key.created", made["id"]),
         ("signing_secret.rotated", None), ("secret.put", "TOKEN"), ("secret.put", "TOKEN")]
-    assert found[2]["changes"] == [{"field": "name", "before": None, "after": "ci"},
-                                   {"field": "scopes", "before": None, "after": ["jobs:read"]}]
+    assert found[2]["changes"] == [{"field": "name", "before": None, "after": "ci", "digested": []},
+                                   {"field": "scopes", "before": None, "after": ["jobs:read"], "digested": []}]
     stored = "\n".join(r[0] for r in db.execute("SELECT row_to_json(a)::text FROM audit_events a"))
     assert SECRET_VALUE not in stored and made["key"] not in stored and keyed.token not in stored
 
@@ -221,3 +223,38 @@ def test_the_log_needs_a_key_with_jobs_read(api: Api) -> None:
     key = api.call("POST", "/api-keys", {"name": "writer", "scopes": ["jobs:write"]}).body["key"]
     refused = api.call("GET", "/audit", token=key)
     assert refused.status == 403 and refused.body["error"]["message"] == "this API key lacks the scope jobs:read"
+
+
+def wide_body(seed: int) -> str:
+    """64K characters of 4 UTF-8 bytes each (the longest body a job takes, at its most bytes), in a pinned
+    random order so that compression does not hide their size."""
+    rng = random.Random(seed)
+    return "".join(chr(rng.randrange(0x1F300, 0x1F600)) for _ in range(64 * 1024))
+
+
+def entry_bytes(db: Any, entry_id: str) -> int:
+    """An entry's size: the JSON text of its whole row, as the database holds it."""
+    return int(db.execute("SELECT octet_length(row_to_json(a)::text) FROM audit_events a WHERE id = %s",
+                          (entry_id,)).fetchone()[0])
+
+
+def test_a_patch_of_a_64k_character_body_keeps_an_entry_of_bounded_size(keyed: Api, db: Any) -> None:
+    """The issue's case: such a PATCH kept both bodies whole (~0.5 MB an entry). A long value is now kept as its
+    size and SHA-256, so a reader still sees that it changed and can check a value they hold against it."""
+    old, new = wide_body(1), wide_body(2)
+    job = keyed.create(request={"method": "POST", "body": old, "headers": {"Authorization": "Bearer t"}})
+    assert keyed.call("PATCH", f"/jobs/{job['id']}", {"request": {"body": new}}).status == 200
+
+    updated = entries(keyed, action="job.updated")[0]
+    size = entry_bytes(db, updated["id"])
+    print(f"\nbytes per audit entry, a PATCH of a 64K-character body: {size}")
+    assert size <= audit_bounds.ENTRY_BYTES
+    (change,) = [c for c in updated["changes"] if c["field"] == "request.body"]
+    assert change["before"] == {"size": len(old.encode()), "sha256": hashlib.sha256(old.encode()).hexdigest()}
+    assert change["after"] == {"size": len(new.encode()), "sha256": hashlib.sha256(new.encode()).hexdigest()}
+    assert change["digested"] == ["before", "after"]
+    created = entries(keyed, action="job.created")[0]
+    assert entry_bytes(db, created["id"]) <= audit_bounds.ENTRY_BYTES
+    fields = {c["field"]: c for c in created["changes"]}
+    assert fields["request.headers.Authorization"]["after"] == "***"  # sealed values stay masked, never digested
+    assert fields["request.method"] == {"field": "request.method", "before": None, "after": "POST", "digested": []}

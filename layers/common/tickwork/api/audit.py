@@ -36,6 +36,11 @@ class AuditChange(BaseModel):
     field: str = Field(description="The field's dotted path (`request.url`, `request.headers.X-Team`, `status`).")
     before: Any = Field(description="Its value before; null for what did not exist. Sensitive header values: ***.")
     after: Any = Field(description="Its value after; null for what was removed.")
+    digested: list[Literal["before", "after"]] = Field(
+        default_factory=list,
+        description="The sides kept as `{\"size\": n, \"sha256\": \"...\"}` instead of the value: one over 512 "
+                    "bytes of JSON (a string's size and SHA-256 are of its UTF-8 text, another value's of its "
+                    "compact JSON with sorted keys).")
 
 
 class AuditEntry(BaseModel):
@@ -55,6 +60,7 @@ class AuditEntry(BaseModel):
     changes: list[AuditChange] | None = Field(
         description="The fields changed, before and after (job.created, job.updated, job.paused, job.resumed, "
                     "api_key.created); null for the other actions.")
+    changes_omitted: int = Field(0, description="Changes left out to keep the entry within 16 KiB (the last ones).")
 
 
 class AuditList(BaseModel):
@@ -92,4 +98,5 @@ def audit_list(page: Page[AuditRow]) -> AuditList:
 def _entry(row: AuditRow) -> AuditEntry:
     return AuditEntry(id=row.id, at=rfc3339(row.at) or "", action=row.action, job_id=row.job_id, target=row.target,
                       key_id=row.key_id, key_name=row.key_name, request_id=row.request_id, client_ip=row.client_ip,
-                      changes=None if row.changes is None else [AuditChange(**c) for c in row.changes])
+                      changes=None if row.changes is None else [AuditChange(**c) for c in row.changes],
+                      changes_omitted=row.changes_omitted or 0)

@@ -224,10 +224,12 @@ def prune_history(conn: Any, tenant_id: str, keep: int, batch: int, budget: Budg
 
 def delete_in_batches(conn: Any, sql: str, params: dict[str, Any], batch: int, budget: Budget) -> int:
     """Run a retention DELETE (taking `params` and `limit`) until it deletes less than a batch or the budget
-    is spent. The budget is read after each statement: every call deletes a batch at least."""
+    is spent. The budget is read after each statement: every call deletes a batch at least. A statement that
+    answers a row (a delete counted in storage, tickwork.store.storage.tracked) answers how many it deleted."""
     deleted = 0
     while True:
-        count = conn.execute(sql, {**params, "limit": batch}).rowcount
+        cursor = conn.execute(sql, {**params, "limit": batch})
+        count = int(cursor.fetchone()[0]) if cursor.description else cursor.rowcount
         deleted += count
         if count < batch or budget.spent():
             return deleted

@@ -7,7 +7,8 @@ one call in its service, inside the transaction that writes it, as calendars do:
 `audit.record(conn, scope, audit.CALENDAR_PUT, target=name)`.
 
 `changes` are fields before and after, as the API shows them: a sensitive header's value is REDACTED, a
-secret's value never appears (secrets are named only), an API key's token never (its id and name only).
+secret's value never appears (secrets are named only), an API key's token never (its id and name only). A long
+value is kept as its size and digest, and an entry within a size cap (tickwork.tenant.audit_bounds).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tickwork.models import JobRow, Key, Page
 from tickwork.scope import Actor, Scope
 from tickwork.store import audit as store
 from tickwork.store.audit import AuditRow
+from tickwork.tenant import audit_bounds
 from tickwork.tenant.definition import FieldChange, definition, definition_changes, shown
 from tickwork.tenant.filters import AuditFilter
 
@@ -48,10 +50,12 @@ def record(conn: Any, scope: Scope, action: str, *, job_id: str | None = None, t
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     actor = scope.actor or _NOBODY
-    shown_changes = None if changes is None else [{"field": c.field, "before": c.old, "after": c.new} for c in changes]
+    kept = None if changes is None else audit_bounds.bound(
+        [{"field": c.field, "before": c.old, "after": c.new} for c in changes])
     store.insert_event(conn, AuditRow(
         str(uuid.uuid4()), scope.tenant_id, scope.now, action, job_id, target, actor.key_id, actor.key_name,
-        actor.request_id, actor.client_ip, shown_changes))
+        actor.request_id, actor.client_ip, None if kept is None else kept.changes,
+        kept.omitted if kept is not None and kept.omitted else None))
 
 
 def job_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
