@@ -19,8 +19,10 @@ IdempotencyKey = Annotated[str | None, Header(
 )]
 
 
-def respond(scope: Scope, key: str | None, status: int, produce: Callable[[], BaseModel]) -> Response:
-    """`produce()` answered with `status`; with a key, at most once per key (see tickwork.tenant.idempotency)."""
+def respond(scope: Scope, key: str | None, status: int, produce: Callable[[], BaseModel],
+            reread: Callable[[str], BaseModel] | None = None) -> Response:
+    """`produce()` answered with `status`; with a key, at most once per key (see tickwork.tenant.idempotency).
+    `reread(id)`: the answer as of now, for a retry whose first answer was too large to keep."""
     if key is None:
         return _json(status, produce().model_dump(mode="json"))
     event = BaseRouter.current_event
@@ -29,6 +31,7 @@ def respond(scope: Scope, key: str | None, status: int, produce: Callable[[], Ba
     answer = idempotency.run_once(
         scope.db, scope.tenant_id, key, request_print, scope.now,
         lambda: idempotency.Answer(status, produce().model_dump(mode="json")),
+        None if reread is None else lambda made: reread(made).model_dump(mode="json"),
     )
     return _json(answer.status, answer.body, {idempotency.REPLAYED_HEADER: "true"} if answer.replayed else None)
 

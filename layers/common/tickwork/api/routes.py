@@ -89,7 +89,8 @@ _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
              security=needs(JOBS_WRITE), responses=openapi_responses(201, 400, 403, 409, 422))
 def create_job(job: JobCreate, scope: JobsWriter, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
     return respond(scope, idempotency_key, 201,
-                   lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))))
+                   lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))),
+                   lambda job_id: views.job_detail(jobs.get_job(scope, job_id)))
 
 
 @router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400))
