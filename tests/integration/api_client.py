@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Callable
 from urllib.parse import urlencode
 
@@ -101,3 +102,15 @@ def use_settings(services: Services, **changes: Any) -> None:
 def use_clock(clock: Callable[[], float]) -> None:
     """Pin the API's clock (epoch seconds): every request's `now` comes from it."""
     configure(replace(current_services(), clock=clock))
+
+
+class Ticking:
+    """An API clock a second later at each request (from `start`): entries of successive requests are
+    ordered by time."""
+
+    def __init__(self, start: datetime) -> None:
+        self.at = start
+
+    def __call__(self) -> float:
+        self.at += timedelta(seconds=1)
+        return self.at.timestamp()

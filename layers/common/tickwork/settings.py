@@ -54,6 +54,14 @@ DEFAULT_MAX_HISTORY_ROWS = 1_000_000
 # answering within 5 s, and half an account's default 1,000 concurrent executions, so one tenant whose
 # targets hang (6,000 runs a minute at 120 s is ~12,000) cannot throttle everyone's executors and ticks.
 DEFAULT_MAX_RUNS_IN_FLIGHT = 500
+# A tenant's audit entries and stored Idempotency-Key answers together (tickwork.ops.storage): past it, its
+# oldest are deleted. 30 days of 1,000 job changes a day take ~15 MB (an entry of a change is ~0.5 KB, of a
+# creation ~1.5 KB); a tenant writing 16 KiB entries at its rate limit reaches it in about 11 minutes; 100
+# tenants at it take 25 GiB, not the whole database.
+DEFAULT_MAX_STORAGE_BYTES = 256 * 1024 * 1024
+# A tenant's Idempotency-Keys kept (its oldest answered ones go first): a day of a key every 9 s, or 7 minutes
+# of keyed requests at the tenant's rate limit.
+DEFAULT_MAX_IDEMPOTENCY_KEYS = 10_000
 # Replayed runs (POST /jobs/{id}/replay) one tenant sends a second: a week of an every-minute job's failures
 # (10,080) goes out in 17 minutes instead of at once, a tenth of the default quota's 100 runs a second.
 DEFAULT_REPLAY_PER_SECOND = 10
@@ -144,6 +152,8 @@ class Settings:
     max_runs_per_minute: int = DEFAULT_MAX_RUNS_PER_MINUTE
     max_history_rows: int = DEFAULT_MAX_HISTORY_ROWS
     max_runs_in_flight: int = DEFAULT_MAX_RUNS_IN_FLIGHT
+    max_storage_bytes: int = DEFAULT_MAX_STORAGE_BYTES
+    max_idempotency_keys: int = DEFAULT_MAX_IDEMPOTENCY_KEYS
     replay_per_second: int = DEFAULT_REPLAY_PER_SECOND
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
@@ -215,6 +225,8 @@ class Settings:
             max_runs_per_minute=_int(env, "TICKWORK_MAX_RUNS_PER_MINUTE", DEFAULT_MAX_RUNS_PER_MINUTE),
             max_history_rows=_bounded(env, "TICKWORK_MAX_HISTORY_ROWS", DEFAULT_MAX_HISTORY_ROWS, low=0),
             max_runs_in_flight=_bounded(env, "TICKWORK_MAX_RUNS_IN_FLIGHT", DEFAULT_MAX_RUNS_IN_FLIGHT),
+            max_storage_bytes=_bounded(env, "TICKWORK_MAX_STORAGE_BYTES", DEFAULT_MAX_STORAGE_BYTES, low=0),
+            max_idempotency_keys=_bounded(env, "TICKWORK_MAX_IDEMPOTENCY_KEYS", DEFAULT_MAX_IDEMPOTENCY_KEYS),
             replay_per_second=_bounded(env, "TICKWORK_REPLAY_PER_SECOND", DEFAULT_REPLAY_PER_SECOND, high=1000),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),

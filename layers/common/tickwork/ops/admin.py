@@ -14,7 +14,8 @@ the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back 
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
 keep running; the next create, update or resume that would exceed it is refused. A lowered
 max_history_rows is applied by the next maintenance passes (tickwork.ops.maintenance), and
-max_runs_in_flight (from 1) to the next runs dispatched (tickwork.dispatch.budget).
+max_runs_in_flight (from 1) to the next runs dispatched (tickwork.dispatch.budget), and max_storage_bytes (up
+to 1 TiB) by the next maintenance pass (tickwork.ops.storage).
 {"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts secrets, signing secrets and
 sensitive job headers with it, in short batches for at most 10 s (tickwork.secrets.vault.rotate_data_key); the
 maintenance pass re-encrypts what is left, and what an environment that had not yet seen the new key wrote
@@ -43,6 +44,8 @@ OPERATOR = Actor(key_name="operator")
 _KEY_FIELDS = frozenset({"admin", "tenant", "name", "scopes"})
 # Far above any deployment's needs, low enough that sums of runs a minute stay ordinary integers.
 MAX_QUOTA = 10_000_000
+# Bytes are counted in larger numbers: a tebibyte is more than any database a stack makes holds.
+_HIGHEST = {"max_storage_bytes": 1 << 40}
 
 
 def create_tenant_with_key(pool: Any, name: str) -> dict[str, Any]:
@@ -114,10 +117,11 @@ def set_quotas(pool: Any, settings: Settings, event: Mapping[str, Any]) -> dict[
 
 def _quota(name: str, raw: Any) -> int | None:
     lowest = 1 if name in ("min_interval_seconds", "max_runs_in_flight") else 0
+    highest = _HIGHEST.get(name, MAX_QUOTA)
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or not lowest <= raw <= MAX_QUOTA:
-        raise InvalidInputError(name, f"must be an integer from {lowest} to {MAX_QUOTA}, or null for the default")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lowest <= raw <= highest:
+        raise InvalidInputError(name, f"must be an integer from {lowest} to {highest}, or null for the default")
     return raw
 
 

@@ -11,7 +11,9 @@
 3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
    older than the retention, oldest first, a batch at a time until done or the pass's
    time for it is spent, and likewise Idempotency-Keys older than 24 hours, finished notifications and
-   audit entries (kept as long as runs).
+   audit entries (kept as long as runs). Then each tenant's storage budget: its audit entries and stored
+   Idempotency-Key answers counted, its keys held to their count cap and its oldest entries pruned past its
+   max_storage_bytes (tickwork.ops.storage).
 4. Re-encrypt onto the newest data key what a rotation left (tickwork.secrets.vault.reseal_unsettled).
 
 Every step is safe to repeat and to run while pollers and executors work: a re-added dispatch is a
@@ -36,6 +38,7 @@ from tickwork.dueindex.reconcile import StepLimits, rebuild_index, rewind_unreco
 from tickwork.http.delivery import request_timeout_seconds
 from tickwork.models import Dispatch
 from tickwork.notifications import sweep
+from tickwork.ops import storage
 from tickwork.rules import replay, retry
 from tickwork.runs import awaiting, bounds, ends
 from tickwork.secrets import vault
@@ -87,6 +90,10 @@ class MaintenanceReport:
     notifications_lost: int = 0
     notifications_pruned: int = 0
     audit_events_pruned: int = 0
+    storage_recounted: int = 0  # tenants whose storage usage was counted afresh from their rows
+    idempotency_keys_capped: int = 0  # past max_idempotency_keys
+    storage_pruned: int = 0  # audit entries and Idempotency-Keys past their tenant's max_storage_bytes
+    storage_failed: int = 0  # tenants whose storage step failed (logged with its id)
     resealed: int = 0
     reseal_remaining: int = 0
 
@@ -125,6 +132,9 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
             report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
             report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days, budget)
             report.audit_events_pruned = prune_audit(conn, now, svc.settings.retention_days, budget)
+            held = storage.hold_budgets(conn, svc.settings, now, budget)
+            report.storage_recounted, report.idempotency_keys_capped = held.recounted, held.keys_capped
+            report.storage_pruned, report.storage_failed = held.pruned, held.failed
         reseal(svc, report)
     finally:
         index.release_maintenance_lock(token)

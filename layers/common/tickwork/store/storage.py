@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
+from tickwork.store.maintenance import Budget, delete_in_batches
+
 AUDIT = "audit"
 IDEMPOTENCY = "idempotency"
 # A row's uuids, timestamps, integers and tuple header, roughly: counted once per entry.
@@ -93,6 +95,17 @@ RETURNING tenant_id, -{AUDIT_BYTES} AS bytes, -1 AS entries""", AUDIT)
 _DELETE_KEYS = tracked(f"""
 DELETE FROM idempotency_keys WHERE tenant_id = %(tenant_id)s AND key = ANY(%(refs)s) AND status_code IS NOT NULL
 RETURNING tenant_id, -{IDEMPOTENCY_BYTES} AS bytes, -1 AS entries""", IDEMPOTENCY)
+# Where a tenant's newest `keep` keys end (idempotency_keys_tenant_created, newest first); then its answered
+# keys from there back, oldest first. A key still in flight stays.
+_KEYS_BOUNDARY = """
+SELECT created_at FROM idempotency_keys WHERE tenant_id = %(tenant_id)s ORDER BY created_at DESC OFFSET %(keep)s LIMIT 1
+"""
+_CAP_KEYS = tracked(f"""
+DELETE FROM idempotency_keys WHERE ctid IN (
+    SELECT ctid FROM idempotency_keys
+     WHERE tenant_id = %(tenant_id)s AND created_at <= %(boundary)s AND status_code IS NOT NULL
+     ORDER BY created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+RETURNING tenant_id, -{IDEMPOTENCY_BYTES} AS bytes, -1 AS entries""", IDEMPOTENCY)
 
 
 @dataclass(frozen=True)
@@ -161,3 +174,12 @@ def delete(conn: Any, tenant_id: str, entries: Sequence[Entry]) -> int:
             deleted += int(conn.execute(sql, {"tenant_id": tenant_id, "refs": refs}).fetchone()[0])
     return deleted
 
+
+
+def cap_keys(conn: Any, tenant_id: str, keep: int, batch: int, budget: Budget) -> int:
+    """Delete the tenant's answered keys older than its newest `keep`, oldest first, `batch` per statement until
+    done or the budget is spent; returns how many."""
+    boundary = conn.execute(_KEYS_BOUNDARY, {"tenant_id": tenant_id, "keep": keep}).fetchone()
+    if boundary is None:
+        return 0
+    return delete_in_batches(conn, _CAP_KEYS, {"tenant_id": tenant_id, "boundary": boundary[0]}, batch, budget)

@@ -8,7 +8,8 @@ one-off at() as 1. Start and end windows are not considered. Only active jobs co
 max_runs_per_minute; every job not deleted counts towards max_jobs. max_history_rows is not checked on a
 write: maintenance prunes a tenant's oldest finished runs past it (tickwork.ops.maintenance).
 max_runs_in_flight bounds the tenant's runs dispatched and not yet ended, when they are dispatched
-(tickwork.dispatch.budget).
+(tickwork.dispatch.budget). max_storage_bytes refuses nothing either: maintenance deletes a tenant's oldest audit
+entries and stored answers past it (tickwork.ops.storage).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from tickwork.schedule.specs import job_schedule
 from tickwork.settings import Settings
 from tickwork.store import quotas as store
 
-QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight")
+QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight",
+                "max_storage_bytes")
 # Any whole minute works: a cron's matching minutes all hold the same seconds. One long before any zone's
 # sub-minute historical offsets would be out of place, and after none.
 _REFERENCE = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -39,6 +41,7 @@ class Quotas:
     max_runs_per_minute: int
     max_history_rows: int
     max_runs_in_flight: int  # enforced when runs are dispatched (tickwork.dispatch.budget), not here
+    max_storage_bytes: int  # held by maintenance (tickwork.ops.storage), not here
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in QUOTA_FIELDS}
@@ -47,7 +50,7 @@ class Quotas:
 def effective(settings: Settings, overrides: Mapping[str, int | None]) -> Quotas:
     """The tenant's quotas: its overrides where set, the deployment's defaults elsewhere."""
     defaults = Quotas(settings.max_jobs, settings.min_interval_seconds, settings.max_runs_per_minute,
-                      settings.max_history_rows, settings.max_runs_in_flight)
+                      settings.max_history_rows, settings.max_runs_in_flight, settings.max_storage_bytes)
     return Quotas(**{name: _pick(overrides.get(name), getattr(defaults, name)) for name in QUOTA_FIELDS})
 
 
