@@ -207,6 +207,44 @@ def test_an_executions_cursor_is_not_an_audit_cursor(api: Api) -> None:
     assert error_field(api.call("GET", "/audit", query={"cursor": cursor})) == (400, "cursor")
 
 
+def key_with(api: Api, *scopes: str) -> str:
+    reply = api.call("POST", "/api-keys", {"name": "-".join(scopes), "scopes": list(scopes)})
+    assert reply.status == 201, reply.body
+    return str(reply.body["key"])
+
+
+def test_who_made_a_change_from_where_and_its_values_need_audit_read(keyed: Api, db: Any) -> None:
+    """jobs:read showed key names, scopes, client addresses and the bodies of deleted jobs: it now gets what was
+    done to what, when, and which fields; audit:read (which a key administering keys holds) gets the rest."""
+    job = keyed.create(request={"method": "POST", "body": "deleted-body-canary"})
+    assert keyed.call("PATCH", f"/jobs/{job['id']}", {"request": {"body": "second-body-canary"}}).status == 200
+    assert keyed.call("DELETE", f"/jobs/{job['id']}").status == 204
+    reader, auditor = key_with(keyed, "jobs:read"), key_with(keyed, "jobs:read", "audit:read")
+
+    redacted = keyed.call("GET", "/audit", token=reader)
+    assert redacted.status == 200 and redacted.body["redacted"] is True
+    for secret in ("canary", "deployer", "jobs:read", CONTEXT["http"]["sourceIp"]):
+        assert secret not in redacted.raw
+    shown = {e["action"]: e for e in redacted.body["items"]}
+    assert set(shown) == {"job.deleted", "job.updated", "job.created", "api_key.created"}
+    assert shown["job.updated"]["changes"] == [{"field": "request.body", "before": None, "after": None,
+                                                "digested": []}]
+    assert [c["field"] for c in shown["api_key.created"]["changes"]] == ["name", "scopes"]
+    for entry in shown.values():
+        assert (entry["key_id"], entry["key_name"], entry["client_ip"]) == (None, None, None)
+        assert entry["request_id"] == CONTEXT["requestId"]
+
+    full = [keyed.call("GET", "/audit", token=token).body for token in (auditor, keyed.token)]
+    for body in full:
+        assert body["redacted"] is False and "deployer" in {e["key_name"] for e in body["items"]}
+        updated = next(e for e in body["items"] if e["action"] == "job.updated")
+        assert updated["changes"][0]["before"] == "deleted-body-canary"
+        assert updated["client_ip"] == CONTEXT["http"]["sourceIp"]
+    # audit:read is an addition to jobs:read, not a way around it.
+    only_audit = keyed.call("GET", "/audit", token=key_with(keyed, "audit:read"))
+    assert only_audit.status == 403 and only_audit.body["error"]["message"] == "this API key lacks the scope jobs:read"
+
+
 def test_the_log_needs_a_key_with_jobs_read(api: Api) -> None:
     assert api.call("GET", "/audit", token=None).status == 401
     key = api.call("POST", "/api-keys", {"name": "writer", "scopes": ["jobs:write"]}).body["key"]

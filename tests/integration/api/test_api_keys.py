@@ -43,7 +43,7 @@ def test_a_new_key_is_shown_once_and_works_for_the_same_tenant(api: Api, db: Any
     job = api.create()
     created = new_key(api, " deploy bot ")
     assert set(created) == {"id", "name", "prefix", "key", "scopes", "created_at"}
-    assert created["scopes"] == ["jobs:read", "jobs:write", "runs:write", "secrets:write", "keys:admin"]
+    assert created["scopes"] == ["jobs:read", "jobs:write", "runs:write", "secrets:write", "keys:admin", "audit:read"]
     assert created["key"].startswith("tw_") and len(created["key"]) > 40
     assert created["prefix"] == created["key"][:8] and created["name"] == "deploy bot"
     mine = api.call("GET", f"/jobs/{job['id']}", token=created["key"])

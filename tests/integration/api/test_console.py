@@ -110,7 +110,7 @@ def test_a_wrong_key_shows_the_apis_error_and_the_right_one_signs_in_by_keyboard
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Jobs", exact=True)).to_be_visible()
     assert console.stored("sessionStorage") == {"tickwork.apiKey": console.runtime.api_key, "tickwork.scopes":
-                                                 '["jobs:read","jobs:write","runs:write","secrets:write","keys:admin"]'}
+                                                 '["jobs:read","jobs:write","runs:write","secrets:write","keys:admin","audit:read"]'}
     assert console.stored("localStorage") == {}
     assert page.evaluate("document.cookie") == ""
     assert console.runtime.api_key not in page.url

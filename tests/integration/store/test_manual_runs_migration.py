@@ -1,14 +1,13 @@
 """Migration 0012 (a manual run is not a slot) on a database that already holds runs, as a deploy meets it."""
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterator
 
 import psycopg
 import pytest
 
-from tests.conftest import _with_search_path
+from tests.integration.store.schemas import migrated_before
 from tickwork.store import migrate as migrations
 
 SLOT = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
@@ -22,20 +21,9 @@ PREBUILT = ("CREATE UNIQUE INDEX executions_one_per_slot_scheduled"
 @pytest.fixture
 def before_0012(servers: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[psycopg.Connection]:
     """A schema migrated up to the version before 0012, holding a job with scheduled and manual runs."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        with psycopg.connect(_with_search_path(servers.database_url, schema), autocommit=True) as conn:
-            every = migrations._migration_files()
-            with monkeypatch.context() as patch:
-                patch.setattr(migrations, "_migration_files", lambda: [f for f in every if f[0] < 12])
-                migrations.migrate(conn)
-            _populate(conn)
-            yield conn
-    finally:
-        with psycopg.connect(servers.database_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with migrated_before(servers, monkeypatch, 12) as conn:
+        _populate(conn)
+        yield conn
 
 
 def _populate(conn: psycopg.Connection) -> None:

@@ -1,7 +1,9 @@
 """GET /audit: the tenant's audit log, newest first (tickwork.tenant.audit).
 
-It needs jobs:read, not keys:admin: the console's job page shows any reader who changed the job, and an entry
-holds nothing a reader cannot see already (names, ids, the fields as GET shows them).
+It needs jobs:read, so that the console's job page shows any reader when its job changed and which fields. Who
+made a change (the key's id and name), from where and the values before and after need audit:read too: they
+tell a reader what its scopes do not (the tenant's keys, their scopes, a deleted job's body). Without it each
+entry comes without them and the list says `redacted`.
 """
 from __future__ import annotations
 
@@ -66,6 +68,9 @@ class AuditEntry(BaseModel):
 class AuditList(BaseModel):
     items: list[AuditEntry]
     next_cursor: str | None
+    redacted: bool = Field(description=(
+        "True when the API key lacks audit:read: each entry's key_id, key_name and client_ip are null, and its "
+        "changes name the fields only (before and after null)."))
 
 
 Action = Annotated[AuditAction | None, Query(description="Only entries of this action.")]
@@ -77,13 +82,13 @@ Since = Annotated[Instant | None, Query(description="Only entries made at or aft
 Until = Annotated[Instant | None, Query(description="Only entries made before this time.")]
 
 
-@router.get("/audit", summary="Who changed what, newest first", tags=["audit"],
+@router.get("/audit", summary="Who changed what, newest first (who and the values with audit:read)", tags=["audit"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 400))
 def list_audit(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, action: Action = None,
                job_id: AuditJobId = None, since: Since = None, until: Until = None) -> AuditList:
     page = audit.list_events(scope, audit_filter(job_id, action, since, until), limit,
                              decode_cursor(CURSOR_KIND, cursor))
-    return audit_list(page)
+    return audit_list(page, redacted=not audit.reads_in_full(scope))
 
 
 def audit_filter(job_id: str | None, action: str | None, since: datetime | None, until: datetime | None) -> AuditFilter:
@@ -91,8 +96,9 @@ def audit_filter(job_id: str | None, action: str | None, since: datetime | None,
     return AuditFilter(job_id.lower() if job_id else None, action, since, until)
 
 
-def audit_list(page: Page[AuditRow]) -> AuditList:
-    return AuditList(items=[_entry(row) for row in page.items], next_cursor=encode_cursor(CURSOR_KIND, page.next_key))
+def audit_list(page: Page[AuditRow], redacted: bool) -> AuditList:
+    return AuditList(items=[_entry(row) for row in page.items], next_cursor=encode_cursor(CURSOR_KIND, page.next_key),
+                     redacted=redacted)
 
 
 def _entry(row: AuditRow) -> AuditEntry:

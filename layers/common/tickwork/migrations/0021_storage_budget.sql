@@ -41,3 +41,12 @@ CREATE TABLE storage_changes (
     bytes      bigint NOT NULL,
     entries    integer NOT NULL
 );
+
+-- GET /audit in full (who made each change, from where, the values) needs the new scope audit:read; jobs:read
+-- alone reads entries without them. A key that administers keys already sees their names and scopes: it gets
+-- audit:read, as does every key made with all scopes from now on (the column's default: a tenant's first key,
+-- the local runtime's). A small table; the release before ignores a scope it does not know.
+ALTER TABLE api_keys ALTER COLUMN scopes
+    SET DEFAULT ARRAY['jobs:read', 'jobs:write', 'runs:write', 'secrets:write', 'keys:admin', 'audit:read'];
+UPDATE api_keys SET scopes = array_append(scopes, 'audit:read')
+ WHERE 'keys:admin' = ANY(scopes) AND NOT 'audit:read' = ANY(scopes);

@@ -15,7 +15,10 @@ JOBS_WRITE = "jobs:write"  # create, change, pause, resume, delete jobs
 RUNS_WRITE = "runs:write"  # run a job now
 SECRETS_WRITE = "secrets:write"  # put and delete secrets; read and rotate the signing secret
 KEYS_ADMIN = "keys:admin"  # create, list and delete API keys
-ALL_SCOPES = (JOBS_READ, JOBS_WRITE, RUNS_WRITE, SECRETS_WRITE, KEYS_ADMIN)
+# The audit log in full: who made each change (key id and name), from where, and the values before and after.
+# GET /audit needs jobs:read; without this, it answers the entries without those (tickwork.tenant.audit).
+AUDIT_READ = "audit:read"
+ALL_SCOPES = (JOBS_READ, JOBS_WRITE, RUNS_WRITE, SECRETS_WRITE, KEYS_ADMIN, AUDIT_READ)
 
 
 def check(held: Collection[str], needed: str) -> None:

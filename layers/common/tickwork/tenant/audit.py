@@ -13,6 +13,7 @@ value is kept as its size and digest, and an entry within a size cap (tickwork.t
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any, Sequence
 
 from tickwork.models import JobRow, Key, Page
@@ -20,6 +21,7 @@ from tickwork.scope import Actor, Scope
 from tickwork.store import audit as store
 from tickwork.store.audit import AuditRow
 from tickwork.tenant import audit_bounds
+from tickwork.tenant.access import AUDIT_READ
 from tickwork.tenant.definition import FieldChange, definition, definition_changes, shown
 from tickwork.tenant.filters import AuditFilter
 
@@ -73,7 +75,23 @@ def created_fields(job: JobRow) -> tuple[FieldChange, ...]:
 
 
 def list_events(scope: Scope, filters: AuditFilter, limit: int, before: Key | None) -> Page[AuditRow]:
-    """The tenant's entries, newest first. A job id of another tenant (or of no job) matches none."""
+    """The tenant's entries, newest first, as `scope` may read them (`reads_in_full`, else `redacted`). A job
+    id of another tenant (or of no job) matches none."""
     with scope.db.connection() as conn:
         rows = store.list_events(conn, scope.tenant_id, filters, limit + 1, before)
-    return Page.of(rows, limit, lambda row: (row.at, row.id))
+    page = Page.of(rows, limit, lambda row: (row.at, row.id))
+    return page if reads_in_full(scope) else replace(page, items=[redacted(row) for row in page.items])
+
+
+def reads_in_full(scope: Scope) -> bool:
+    """An API key with audit:read reads entries whole, as does what no key asks for (operations, a stack)."""
+    return scope.key_id is None or AUDIT_READ in scope.scopes
+
+
+def redacted(row: AuditRow) -> AuditRow:
+    """An entry as a key without audit:read reads it: what was done to what, when, and which fields changed;
+    not who (key id and name), from where (client address), nor any value before or after (a deleted job's
+    body, a key's name and scopes)."""
+    changes = None if row.changes is None else [{"field": c["field"], "before": None, "after": None}
+                                                for c in row.changes]
+    return replace(row, key_id=None, key_name=None, client_ip=None, changes=changes)
