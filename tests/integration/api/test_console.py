@@ -5,6 +5,7 @@ Every wait is on a condition (Playwright's auto-waiting `expect`), never a fixed
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from typing import Any, Iterator
@@ -317,6 +318,11 @@ def test_the_job_page_lists_its_recent_changes_newest_first(console: Console, ta
     expect(changes.first).to_contain_text("name: audited → audited v2")
     expect(changes.first).to_contain_text("request.headers.Authorization: *** → ***")
     assert "secret" not in changes.first.inner_text()
+    # A long value was kept as its size and digest: shown so. This key reads in full: no note about audit:read.
+    assert console.api("PATCH", f"/jobs/{job['id']}", {"request": {"method": "POST", "body": "x" * 600}})[0] == 200
+    expect(changes).to_have_count(4)
+    expect(changes.first).to_contain_text("request.body: — → 600 bytes, sha256 " + hashlib.sha256(b"x" * 600).hexdigest()[:12])
+    expect(page.get_by_text("shown to a key with the scope audit:read")).to_be_hidden()
     assert console.dialogs == [] and console.errors == []
 
 
@@ -338,6 +344,7 @@ def test_a_read_only_key_sees_the_job_and_its_runs_but_no_button_that_would_chan
 ) -> None:
     job = console.job(name="watched", schedule=HOURLY, request={"url": target.url + "/w"})
     assert console.api("POST", f"/jobs/{job['id']}/run")[0] == 202
+    assert console.api("PATCH", f"/jobs/{job['id']}", {"description": "watch-canary"})[0] == 200
     status, reader = console.api("POST", "/api-keys", {"name": "viewer", "scopes": ["jobs:read"]})
     assert status == 201
     page = console.page
@@ -346,6 +353,14 @@ def test_a_read_only_key_sees_the_job_and_its_runs_but_no_button_that_would_chan
     expect(page.get_by_role("link", name="New job")).to_have_count(0)
     page.get_by_role("link", name="watched").click()
     expect(page.locator(".times li")).to_have_count(10)
+    # Its changes, without who made them nor the values (GET /audit's redacted view), and the page says why.
+    changes = page.get_by_role("table", name="Changes").locator("tbody tr")
+    expect(changes).to_have_count(3)
+    expect(page.get_by_text("shown to a key with the scope audit:read")).to_be_visible()
+    expect(changes.first).to_contain_text("updated")
+    expect(changes.first.locator("td").nth(2)).to_have_text("description")
+    expect(changes.first.locator("td").nth(1)).to_have_text("—")
+    assert "watch-canary" not in page.content()
     expect(page.locator("table tbody tr").first).to_be_visible()  # its run is listed
     for name in ("Pause", "Resume", "Run now", "Delete"):
         expect(page.get_by_role("button", name=name)).to_have_count(0)

@@ -274,12 +274,16 @@ function runsTable(id, view) {
 }
 
 // The job's last changes from the audit log, newest first: when, what, which key, and each field before and after.
+// A key without audit:read gets the entries without who and the values (the list says `redacted`): the fields
+// changed are listed, and a note says why the rest is not.
 function changesTable(id, view) {
   const body = h('tbody');
-  const element = h('div', { class: 'table-wrap changes' }, h('table', { class: 'data' },
+  const note = h('p', { class: 'muted', hidden: true },
+    'Who made each change and the values before and after are shown to a key with the scope audit:read.');
+  const element = h('div', {}, note, h('div', { class: 'table-wrap changes' }, h('table', { class: 'data' },
     h('caption', { class: 'visually-hidden' }, 'Changes'),
     h('thead', {}, h('tr', {}, ['When', 'Action', 'By', 'Changed'].map((t) => h('th', { scope: 'col' }, t)))),
-    body));
+    body)));
   let shown = null;
   async function refresh() {
     const page = await api('GET', `/audit${query({ job_id: id, limit: CHANGES })}`);
@@ -287,35 +291,44 @@ function changesTable(id, view) {
     const latest = page.items.map((entry) => entry.id).join();
     if (latest === shown) return;  // nothing new: the rows (and any selection in them) stay
     shown = latest;
-    replace(body, page.items.length ? page.items.map(changeRow)
+    note.hidden = !page.redacted;
+    replace(body, page.items.length ? page.items.map((entry) => changeRow(entry, page.redacted))
       : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No changes recorded.')));
   }
   return { element, refresh };
 }
 
-function changeRow(entry) {
-  const who = entry.key_name || (entry.key_id ? h('code', {}, entry.key_id.slice(0, 8)) : 'Tickwork');
+function changeRow(entry, redacted) {
+  const who = redacted ? h('span', { class: 'muted' }, '—')
+    : entry.key_name || (entry.key_id ? h('code', {}, entry.key_id.slice(0, 8)) : 'Tickwork');
   const where = [entry.client_ip, entry.request_id && `request ${entry.request_id}`].filter(Boolean).join(', ');
   return h('tr', {},
     h('th', { scope: 'row', 'data-label': 'When' }, absTime(entry.at), h('span', { class: 'rel' }, relTime(entry.at))),
     h('td', { 'data-label': 'Action' }, entry.action.replace(/^job\./, '')),
     h('td', { 'data-label': 'By', title: where || null }, who),
-    h('td', { 'data-label': 'Changed' }, changedFields(entry)));
+    h('td', { 'data-label': 'Changed' }, changedFields(entry, redacted)));
 }
 
-function changedFields(entry) {
+function changedFields(entry, redacted) {
   const changes = entry.changes || [];
-  if (entry.action === 'job.created') return `${changes.length} fields set`;
+  const omitted = entry.changes_omitted ? ` (and ${entry.changes_omitted} more not kept)` : '';
+  if (entry.action === 'job.created') return `${changes.length + (entry.changes_omitted || 0)} fields set`;
   if (entry.action === 'job.run' || entry.action === 'job.replayed') {
     return entry.target && !entry.target.includes('/') ? h('a', { href: `#/runs/${encodeURIComponent(entry.target)}` }, 'the run')
       : entry.target || '';
   }
   if (!changes.length) return '';
-  return h('ul', { class: 'plain' }, changes.map((c) => h('li', { class: 'wrap' }, h('code', {}, c.field), ': ',
-    shownValue(c.before), ' → ', shownValue(c.after))));
+  const line = (c) => (redacted ? [h('code', {}, c.field)]
+    : [h('code', {}, c.field), ': ', shownValue(c, 'before'), ' → ', shownValue(c, 'after')]);
+  return [h('ul', { class: 'plain' }, changes.map((c) => h('li', { class: 'wrap' }, ...line(c)))), omitted];
 }
 
-function shownValue(value) {
+// A value as recorded; a long one was kept as its size and SHA-256 (`digested`), shown so.
+function shownValue(change, side) {
+  const value = change[side];
+  if ((change.digested || []).includes(side)) {
+    return h('span', { title: `SHA-256 ${value.sha256}` }, `${value.size.toLocaleString('en')} bytes, sha256 ${value.sha256.slice(0, 12)}…`);
+  }
   const text = value === null || value === undefined ? '—' : typeof value === 'string' ? value : JSON.stringify(value);
   return text.length > VALUE_CHARS ? h('span', { title: text }, `${text.slice(0, VALUE_CHARS - 1)}…`) : text;
 }
