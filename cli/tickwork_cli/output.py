@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from tickwork_cli.plan import ACTIONS, DELETE, Plan, Step
+from tickwork_cli.plan import ACTIONS, DELETE, Change, Plan, Step
 
 _SIGNS = {"create": "+", "update": "~", "delete": "-", "unchanged": "="}
 _REDACTED = "***"
+_UNCOMPARED = "  (sealed: not compared, the key lacks jobs:write)"
 
 
 def zone(utc: bool) -> tzinfo | None:
@@ -30,17 +31,24 @@ def plan_json(plan: Plan) -> dict[str, Any]:
 
 def step_json(step: Step) -> dict[str, Any]:
     data: dict[str, Any] = {"key": step.key, "action": step.action, "job_id": step.job_id,
-                            "changes": [{"field": c.field, "old": c.old, "new": c.new} for c in step.changes]}
+                            "changes": [change_json(c) for c in step.changes]}
     if step.action == DELETE:
         data["name"] = step.name
     return data
+
+
+def change_json(change: Change) -> dict[str, Any]:
+    """`compared` only when false: a sealed value the key may not compare."""
+    data = {"field": change.field, "old": change.old, "new": change.new}
+    return data if change.compared else {**data, "compared": False}
 
 
 def plan_text(plan: Plan) -> str:
     lines = [f"Jobs of source {plan.source}:"]
     for step in plan.steps:
         lines.append(f"  {_SIGNS[step.action]} {step.action:<9} {step.key}" + (f"  ({step.name})" if step.name else ""))
-        lines.extend(f"      {c.field}: {_value(c.old)} → {_value(c.new)}" for c in step.changes)
+        lines.extend(f"      {c.field}: {_value(c.old)} → {_value(c.new)}{'' if c.compared else _UNCOMPARED}"
+                     for c in step.changes)
     lines.append(summary(plan))
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ class Change:
     field: str
     old: Any
     new: Any
+    compared: bool = True  # False: a sealed value the key may not compare (it lacks jobs:write)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def make_plan(client: Client, jobs: JobFile, prune: bool) -> Plan:
 
 
 def _step(key: str, answer: dict[str, Any]) -> Step:
-    changes = tuple(Change(c["field"], c.get("old"), c.get("new")) for c in answer.get("changes") or ())
+    changes = tuple(Change(c["field"], c.get("old"), c.get("new"), c.get("compared", True))
+                    for c in answer.get("changes") or ())
     return Step(key, answer["action"], answer.get("job_id"), changes)
 
 

@@ -67,6 +67,7 @@ def plan_with_every_action() -> Plan:
         Step("new-job", "create", None),
         Step("report", "update", "j1", (Change("schedule", "0 0 2 * * *", "0 30 2 * * *"),
                                         Change("request.headers.Authorization", "***", "***"),
+                                        Change("request.headers.X-Api-Key", "***", "***", compared=False),
                                         Change("tags", ["a"], ["a", "b"]))),
         Step("same", "unchanged", "j2"),
         Step("old-job", "delete", "j3", name="Old job"),
@@ -80,6 +81,7 @@ def test_the_plan_text_shows_each_job_and_each_changed_field_old_to_new() -> Non
         "  ~ update    report",
         '      schedule: "0 0 2 * * *" → "0 30 2 * * *"',
         "      request.headers.Authorization: *** → ***",
+        "      request.headers.X-Api-Key: *** → ***  (sealed: not compared, the key lacks jobs:write)",
         '      tags: ["a"] → ["a", "b"]',
         "  = unchanged same",
         "  - delete    old-job  (Old job)",
@@ -95,6 +97,8 @@ def test_the_plan_json_counts_the_actions_and_says_whether_anything_changes() ->
     assert [(j["key"], j["action"]) for j in data["jobs"]] == [
         ("new-job", "create"), ("report", "update"), ("same", "unchanged"), ("old-job", "delete")]
     assert data["jobs"][1]["changes"][0] == {"field": "schedule", "old": "0 0 2 * * *", "new": "0 30 2 * * *"}
+    assert data["jobs"][1]["changes"][2] == {"field": "request.headers.X-Api-Key", "old": "***", "new": "***",
+                                             "compared": False}
 
 
 def test_a_plan_without_changes_says_so() -> None:

@@ -4,20 +4,25 @@ Postgres and Redis."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
+from tests.integration.api.test_api_scopes import key_with
 from tests.integration.api_client import TARGET_SECRET, Api, job_body, use_clock
 from tickwork.api.models import JobCreate
 from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import bykey
+from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
 from tickwork.tenant.jobs import JobDraft
 
+SEALED_COMPARED = "plan compared sealed header values"
 # One pinned clock for every request of a test: a Tuesday, off the whole second.
 PINNED = datetime(2026, 3, 10, 14, 22, 7, 250000, tzinfo=timezone.utc)
 
@@ -112,6 +117,36 @@ def test_redacted_header_sent_back_keeps_the_stored_value(api: Api, db: Any) -> 
     assert api.call("POST", "/jobs/by-key/report/plan", read_back).body["action"] == "unchanged"
     assert api.call("PUT", "/jobs/by-key/report", read_back).status == 200
     assert stored(db, job["id"]) == before
+
+
+def test_a_plan_by_a_key_that_may_not_write_learns_nothing_of_a_sealed_value(api: Api, db: Any,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A reader's plan is no password oracle: the right value and a guess answer the same."""
+    job = api.call("PUT", "/jobs/by-key/report", job_body()).body
+    before = stored(db, job["id"])
+    reader = key_with(api, JOBS_READ)
+    right = job_body()  # Authorization: Bearer TARGET_SECRET, as stored
+    guess = job_body(request={"headers": {"Authorization": "Bearer guess", "Content-Type": "application/json"}})
+    answers = [api.call("POST", "/jobs/by-key/report/plan", body, token=reader) for body in (right, guess)]
+    assert [a.status for a in answers] == [200, 200], answers[1].body
+    assert answers[0].body == answers[1].body
+    assert answers[0].body["action"] == "update"
+    assert answers[0].body["changes"] == [
+        {"field": "request.headers.Authorization", "old": "***", "new": "***", "compared": False}]
+    assert stored(db, job["id"]) == before
+    assert not [r for r in caplog.records if r.getMessage() == SEALED_COMPARED]  # nothing was opened
+
+    # A key that may write compares: it could read the value anyway, by pointing the job at its own host. Each
+    # such plan is logged with the key and the fields, never the values.
+    writer = key_with(api, JOBS_READ, JOBS_WRITE)
+    assert api.call("POST", "/jobs/by-key/report/plan", right, token=writer).body["action"] == "unchanged"
+    changed = api.call("POST", "/jobs/by-key/report/plan", guess, token=writer).body
+    assert (changed["action"], changed["changes"][0]["compared"]) == ("update", True)
+    logged = [json.loads(LambdaPowertoolsFormatter().format(r)) for r in caplog.records
+              if r.getMessage() == SEALED_COMPARED]
+    assert len(logged) == 2 and logged[0]["fields"] == ["request.headers.Authorization"]
+    assert logged[0]["job_id"] == job["id"] and logged[0]["key_id"] and logged[0]["tenant_id"] == api.tenant_id
+    assert TARGET_SECRET not in caplog.text and "guess" not in caplog.text
 
 
 def test_secret_references_stay_references(api: Api) -> None:

@@ -22,6 +22,9 @@ class FieldChangeOut(BaseModel):
     field: str = Field(description="The field's dotted path: `schedule`, `request.url`, `request.headers.X-Team`.")
     old: Any = Field(description="Its value now (sensitive header values as ***); null when absent.")
     new: Any = Field(description="Its value after the PUT; null when removed.")
+    compared: bool = Field(True, description=(
+        "false: a sealed header value that only a key with jobs:write may compare with the one given; it is listed "
+        "whether it differs or not (a PUT keeps it if it is the same)."))
 
 
 class JobPlanOut(BaseModel):
@@ -54,7 +57,8 @@ def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
 def plan_job(key: str, job: JobCreate, scope: JobsReader) -> JobPlanOut:
     plan = bykey.plan_job_by_key(scope, key, JobDraft(**job.model_dump()))
     return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id,
-                      changes=[FieldChangeOut(field=c.field, old=c.old, new=c.new) for c in plan.changes])
+                      changes=[FieldChangeOut(field=c.field, old=c.old, new=c.new, compared=c.field not in plan.uncompared)
+                               for c in plan.changes])
 
 
 @router.get("/jobs/by-key/<key>", summary="Get the job with this key and its next 5 runs", tags=["jobs"],

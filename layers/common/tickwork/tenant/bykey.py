@@ -3,6 +3,10 @@
 A PUT names the whole definition of the job with that key: it creates the job, or replaces what differs, or
 changes nothing (same version, same updated_at) when nothing does. A plan computes the same thing and writes
 nothing. Deleted jobs free their key; another tenant's key is not found, as its ids are.
+
+A plan compares sealed header values only for a key that may write the job: a reader's plan would otherwise
+be a password oracle (`unchanged` for the right guess). A writer learns nothing new from it (it could point
+the job at its own host and read the header there), but each plan that opened a sealed value is logged.
 """
 from __future__ import annotations
 
@@ -10,15 +14,21 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal
 
+from aws_lambda_powertools import Logger
+
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.http.redaction import REDACTED
 from tickwork.models import JobRow
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store import jobs as jobs_store
 from tickwork.tenant import calendars, jobs, quotas
+from tickwork.tenant.access import JOBS_WRITE
 from tickwork.tenant.definition import FieldChange, definition_changes
 from tickwork.tenant.jobs import JobDraft, JobWithCalendars
 from tickwork.tenant.lookup import found
+
+logger = Logger(child=True)
 
 # Lowercase so that a key reads the same in a URL, a file name and a CloudFormation template.
 KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -28,10 +38,14 @@ Action = Literal["create", "update", "unchanged"]
 
 @dataclass(frozen=True)
 class JobPlan:
+    """`uncompared`: the fields of `changes` holding a sealed value the caller may not compare (they may be the
+    same: a PUT would keep them)."""
+
     key: str
     action: Action
     job_id: str | None
     changes: tuple[FieldChange, ...] = ()
+    uncompared: frozenset[str] = frozenset()
 
 
 # Asked in the transaction that writes the job, its row locked: (conn, the job as it is, None while being
@@ -69,9 +83,11 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     """What `put_job_by_key` would do with this draft, checked as it would be (400s and quota 403s alike);
     nothing is written."""
     draft = _keyed(key, draft)
+    compare = JOBS_WRITE in scope.scopes
     with scope.db.connection() as conn:
         current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
-        edited = jobs.Edited(jobs.new_job(scope, draft)) if current is None else jobs.replaced(scope, conn, current, draft)
+        edited = (jobs.Edited(jobs.new_job(scope, draft)) if current is None
+                  else jobs.replaced(scope, conn, current, draft, compare_sealed=compare))
         planned = edited.job
         if current is None or planned.request != current.request:
             vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request, edited.opened)
@@ -82,7 +98,19 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     if current is None:
         return JobPlan(key, "create", None)
     changes = definition_changes(current, planned)
-    return JobPlan(key, "update" if changes else "unchanged", current.id, changes)
+    sealed = _given_for_sealed(current, draft)
+    if edited.opened:
+        logger.info("plan compared sealed header values", extra={
+            "tenant_id": scope.tenant_id, "job_id": current.id, "key_id": scope.key_id, "fields": sorted(sealed)})
+    uncompared = frozenset() if compare else sealed
+    return JobPlan(key, "update" if changes else "unchanged", current.id, changes, uncompared)
+
+
+def _given_for_sealed(current: JobRow, draft: JobDraft) -> frozenset[str]:
+    """The header fields whose stored value is sealed and which the draft gives a value for (not REDACTED)."""
+    stored, given = current.request.get("headers") or {}, draft.request.get("headers") or {}
+    return frozenset(f"request.headers.{name}" for name, value in given.items()
+                     if value != REDACTED and vault.is_sealed(stored.get(name, "")))
 
 
 def get_job_by_key(scope: Scope, key: str) -> JobWithCalendars:

@@ -312,13 +312,14 @@ def _apply(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRow:
     return updated
 
 
-def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> Edited:
+def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft, compare_sealed: bool = True) -> Edited:
     """PUT rules: the whole definition is the draft's (a field left out takes its default), under the PATCH rules
     for timing (the version moves only when schedule, time zone or window do) and for state (a paused job stays
     paused). A sensitive header whose value is unchanged keeps its sealed value, so the same draft twice changes
-    nothing."""
+    nothing; without `compare_sealed` no sealed value is opened, and one given other than as *** differs."""
     request = dict(draft.request)
-    request["headers"], opened = _kept_sealed(scope, conn, job, draft.request.get("headers") or {})
+    given = draft.request.get("headers") or {}
+    request["headers"], opened = _kept_sealed(scope, conn, job, given, compare_sealed)
     updated = replace(
         job, name=draft.name, request=_checked_request(scope.settings, request), retry=dict(draft.retry),
         overlap=draft.overlap, catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds,
@@ -332,15 +333,15 @@ def replaced(scope: Scope, conn: Any, job: JobRow, draft: JobDraft) -> Edited:
 
 
 def _kept_sealed(
-    scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str],
+    scope: Scope, conn: Any, job: JobRow, given: Mapping[str, str], compare: bool = True,
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """`given` headers where a sensitive one sent back as REDACTED, or with the value its sealed one opens to,
-    keeps the stored (sealed) value; and what the stored sealed values opened to, by sealed value (none when
-    nothing needed opening)."""
+    """`given` headers where a sensitive one sent back as REDACTED, or (`compare`) with the value its sealed one
+    opens to, keeps the stored (sealed) value; and what the stored sealed values opened to, by sealed value (none
+    when nothing needed opening)."""
     stored = job.request.get("headers") or {}
     headers = keep_redacted(stored, given)
     sealed = {name: value for name, value in stored.items() if vault.is_sealed(value)}
-    if not sealed or not any(name in sealed and headers[name] != sealed[name] for name in headers):
+    if not compare or not sealed or not any(name in sealed and headers[name] != sealed[name] for name in headers):
         return headers, {}
     opened = vault.opened_headers(require_keyring(scope.keyring), PgKeyStore(conn), job.tenant_id, job.id, sealed)
     kept = {name: sealed[name] if opened.get(name) == value else value for name, value in headers.items()}
