@@ -65,6 +65,9 @@ DEFAULT_MAX_IDEMPOTENCY_KEYS = 10_000
 # Replayed runs (POST /jobs/{id}/replay) one tenant sends a second: a week of an every-minute job's failures
 # (10,080) goes out in 17 minutes instead of at once, a tenth of the default quota's 100 runs a second.
 DEFAULT_REPLAY_PER_SECOND = 10
+# Replayed runs one tenant may have waiting for their instant of that pace: an hour of it, three of the largest
+# windows one request replays (10,000 runs); past it a replay is refused until the queue has drained.
+DEFAULT_MAX_REPLAYS_QUEUED = 36_000
 # Per API key: well above a person or a CI script, well below a loop; 0 turns the limit off.
 DEFAULT_RATE_LIMIT_PER_SECOND = 20
 DEFAULT_RATE_LIMIT_BURST = 40
@@ -155,6 +158,7 @@ class Settings:
     max_storage_bytes: int = DEFAULT_MAX_STORAGE_BYTES
     max_idempotency_keys: int = DEFAULT_MAX_IDEMPOTENCY_KEYS
     replay_per_second: int = DEFAULT_REPLAY_PER_SECOND
+    max_replays_queued: int = DEFAULT_MAX_REPLAYS_QUEUED
     rate_limit_per_second: int = DEFAULT_RATE_LIMIT_PER_SECOND
     rate_limit_burst: int = DEFAULT_RATE_LIMIT_BURST
     tenant_rate_limit_per_second: int = DEFAULT_TENANT_RATE_LIMIT_PER_SECOND
@@ -228,6 +232,7 @@ class Settings:
             max_storage_bytes=_bounded(env, "TICKWORK_MAX_STORAGE_BYTES", DEFAULT_MAX_STORAGE_BYTES, low=0),
             max_idempotency_keys=_bounded(env, "TICKWORK_MAX_IDEMPOTENCY_KEYS", DEFAULT_MAX_IDEMPOTENCY_KEYS),
             replay_per_second=_bounded(env, "TICKWORK_REPLAY_PER_SECOND", DEFAULT_REPLAY_PER_SECOND, high=1000),
+            max_replays_queued=_bounded(env, "TICKWORK_MAX_REPLAYS_QUEUED", DEFAULT_MAX_REPLAYS_QUEUED, low=0),
             rate_limit_per_second=_int(env, "TICKWORK_RATE_LIMIT_PER_SECOND", DEFAULT_RATE_LIMIT_PER_SECOND),
             rate_limit_burst=_int(env, "TICKWORK_RATE_LIMIT_BURST", DEFAULT_RATE_LIMIT_BURST),
             tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",

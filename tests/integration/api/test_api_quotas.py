@@ -135,18 +135,20 @@ def test_quotas_hold_under_concurrent_creates(api: Api, services: Services, hand
 def test_set_quotas_by_name_and_back_to_the_default(api: Api, handler: Handler, db: Any) -> None:
     db.execute("UPDATE tenants SET name = 'acme' WHERE id = %s", (api.tenant_id,))
     result = set_quotas(handler, "acme", max_jobs=5, max_runs_per_minute=50, max_runs_in_flight=7,
-                        max_storage_bytes=1 << 40)
+                        max_storage_bytes=1 << 40, max_replays_queued=0)
     assert result == {"tenant_id": api.tenant_id,
                       "quotas": {"max_jobs": 5, "min_interval_seconds": 1, "max_runs_per_minute": 50,
-                                 "max_history_rows": 1_000_000, "max_runs_in_flight": 7, "max_storage_bytes": 1 << 40},
+                                 "max_history_rows": 1_000_000, "max_runs_in_flight": 7, "max_storage_bytes": 1 << 40,
+                                 "max_replays_queued": 0},
                       "overrides": {"max_jobs": 5, "min_interval_seconds": None, "max_runs_per_minute": 50,
-                                    "max_history_rows": None, "max_runs_in_flight": 7, "max_storage_bytes": 1 << 40}}
+                                    "max_history_rows": None, "max_runs_in_flight": 7, "max_storage_bytes": 1 << 40,
+                                    "max_replays_queued": 0}}
     # Absent: unchanged; null: the deployment's default again.
     result = set_quotas(handler, api.tenant_id, max_jobs=None, max_history_rows=200, max_runs_in_flight=None,
-                        max_storage_bytes=None)
+                        max_storage_bytes=None, max_replays_queued=None)
     assert result["quotas"] == {"max_jobs": 1000, "min_interval_seconds": 1, "max_runs_per_minute": 50,
                                 "max_history_rows": 200, "max_runs_in_flight": 500,
-                                "max_storage_bytes": 256 * 1024 * 1024}
+                                "max_storage_bytes": 256 * 1024 * 1024, "max_replays_queued": 36_000}
 
 
 @pytest.mark.parametrize("fields,field", [
@@ -160,6 +162,7 @@ def test_set_quotas_by_name_and_back_to_the_default(api: Api, handler: Handler, 
     ({"max_runs_in_flight": 0}, "max_runs_in_flight"),
     ({"max_storage_bytes": -1}, "max_storage_bytes"),
     ({"max_storage_bytes": (1 << 40) + 1}, "max_storage_bytes"),
+    ({"max_replays_queued": -1}, "max_replays_queued"),
     ({"max_job": 5}, "max_job"),
 ])
 def test_bad_quotas_are_a_400_naming_the_field(api: Api, handler: Handler, db: Any,
@@ -167,8 +170,8 @@ def test_bad_quotas_are_a_400_naming_the_field(api: Api, handler: Handler, db: A
     result = set_quotas(handler, api.tenant_id, **fields)
     assert result["statusCode"] == 400 and result["error"]["field"] == field, result
     assert db.execute("SELECT max_jobs, min_interval_seconds, max_runs_per_minute, max_history_rows,"
-                      " max_runs_in_flight FROM tenants WHERE id = %s",
-                      (api.tenant_id,)).fetchone() == (None, None, None, None, None)
+                      " max_runs_in_flight, max_replays_queued FROM tenants WHERE id = %s",
+                      (api.tenant_id,)).fetchone() == (None, None, None, None, None, None)
 
 
 @pytest.mark.parametrize("tenant", [None, "", "no-such-tenant", "00000000-0000-0000-0000-000000000000"])

@@ -175,7 +175,7 @@ def test_a_window_is_replayed_in_slot_order_at_the_tenants_pace(api: Api, db: An
     start = NOW + replay.lead(20)  # 6 ms: the time writing 20 runs may take
     assert reply.body == {"count": 20, "execution_ids": in_order, "execution_ids_truncated": False,
                           "first_at": rfc3339(start), "last_at": rfc3339(start + timedelta(milliseconds=19 * gap_ms)),
-                          "dry_run": False}
+                          "dry_run": False, "at_replay_limit": 0}
     scores = [due_ms(api, run_id, 3 if run_id in failed else 1) for run_id in in_order]
     assert scores == [to_ms(start) + i * gap_ms for i in range(20)]
 
@@ -266,3 +266,65 @@ def test_a_retried_replay_with_its_key_replays_the_answer_not_the_runs(api: Api,
     assert db.execute("SELECT sum(replay_count) FROM executions").fetchone()[0] == 3
     other = api.call("POST", f"/jobs/{job['id']}/replay", window(dry_run=True), headers=key)
     assert other.status == 422 and other.body["error"]["code"] == "idempotency_key_reused"
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def replay_state(db: Any, ids: list[str]) -> list[tuple[str, int]]:
+    return db.execute("SELECT status, replay_count FROM executions WHERE id = ANY(%s::uuid[]) ORDER BY scheduled_for",
+                      (ids,)).fetchall()
+
+
+def test_replays_past_the_tenants_replay_quota_are_a_403_that_changes_nothing(api: Api, db: Any,
+                                                                            services: Services) -> None:
+    """One runs:write key cannot queue replays without end: at most max_replays_queued wait for their instant.
+    The other tenant, replaying meanwhile, has a queue of its own."""
+    use_settings(services, max_replays_queued=25)
+    clock = [NOW.timestamp()]
+    use_clock(lambda: clock[0])
+    job = api.create()
+    first = add_runs(db, api.tenant_id, job["id"], "failed", slots(20), attempts=1)
+    more = add_runs(db, api.tenant_id, job["id"], "failed", slots(10, start=NOW - timedelta(hours=2)), attempts=1)
+    [single] = add_runs(db, api.tenant_id, job["id"], "lost", [NOW - timedelta(hours=3)], attempts=1)
+    other_tenant = create_tenant(db, "tenant-b")
+    other_key = create_api_key(db, other_tenant, token="tw_" + "d" * 43)
+    theirs = api.call("POST", "/jobs", {"name": "b", "schedule": "0 * * * * *",
+                                        "request": {"url": "https://example.com/b"}}, token=other_key).body
+    add_runs(db, other_tenant, theirs["id"], "failed", slots(20), attempts=1)
+
+    assert api.call("POST", f"/jobs/{job['id']}/replay", window(until=DAY_AGO + timedelta(hours=1))).body[
+        "count"] == 20
+    later = window(since=NOW - timedelta(hours=2), until=NOW - timedelta(hours=1))
+    for body in (later, {**later, "dry_run": True}):
+        refused = api.call("POST", f"/jobs/{job['id']}/replay", body)
+        assert refused.status == 403, refused.body
+        assert (refused.body["error"]["code"], refused.body["error"]["field"]) == ("quota_exceeded",
+                                                                                  "max_replays_queued")
+        assert "20 replayed runs waiting" in refused.body["error"]["message"]
+    assert replay_state(db, more) == [("failed", 0)] * 10  # nothing lost, nothing half done
+    assert all(due_ms(api, run_id, 2) is None for run_id in more)
+    assert api.call("POST", f"/executions/{single}/replay").status == 202  # 21 of 25: one more fits
+
+    replayed = api.call("POST", f"/jobs/{theirs['id']}/replay", window(), token=other_key)
+    assert replayed.status == 202 and replayed.body["count"] == 20
+
+    clock[0] += 2.5  # the first 20 went out, at 10 a second
+    assert api.call("POST", f"/jobs/{job['id']}/replay", later).body["count"] == 10
+    assert replay_state(db, first) == [("retrying", 1)] * 20
+
+
+def test_a_run_is_replayed_at_most_max_replays_per_run_times(api: Api, db: Any) -> None:
+    """Each replay gives a run its job's retry budget again: a run replays at most MAX_REPLAYS_PER_RUN times, so
+    its attempts stay bounded. A window leaves such runs as they are and says how many."""
+    job = api.create()
+    [worn, fresh] = add_runs(db, api.tenant_id, job["id"], "failed", slots(2), attempts=3)
+    db.execute("UPDATE executions SET replay_count = %s WHERE id = %s", (replay.MAX_REPLAYS_PER_RUN, worn))
+
+    refused = api.call("POST", f"/executions/{worn}/replay")
+    assert refused.status == 409, refused.body
+    assert f"replayed {replay.MAX_REPLAYS_PER_RUN} times" in refused.body["error"]["message"]
+    batch = api.call("POST", f"/jobs/{job['id']}/replay", window())
+    assert batch.status == 202, batch.body
+    assert (batch.body["count"], batch.body["execution_ids"], batch.body["at_replay_limit"]) == (1, [fresh], 1)
+    assert replay_state(db, [worn, fresh]) == [("failed", replay.MAX_REPLAYS_PER_RUN), ("retrying", 1)]

@@ -53,3 +53,28 @@ def test_a_replayed_runs_retry_is_bounded_from_when_its_attempt_started() -> Non
 
 def test_too_many_names_where_a_window_that_fits_ends() -> None:
     assert "end it at or before 2029-11-04T06:30:00+00:00" in replay.too_many(10_001, T0)
+
+
+def test_a_run_at_the_replay_limit_is_refused_whatever_its_status() -> None:
+    assert replay.refusal("failed", replay.MAX_REPLAYS_PER_RUN - 1) is None
+    for status in replay.REPLAYABLE:
+        assert f"replayed {replay.MAX_REPLAYS_PER_RUN} times" in (replay.refusal(status, replay.MAX_REPLAYS_PER_RUN)
+                                                                  or "")
+
+
+def test_the_replays_waiting_are_those_the_pace_reserved_from_now_on() -> None:
+    assert replay.waiting(T0 - timedelta(seconds=5), T0, per_second=10) == 0  # the pace is idle
+    assert replay.waiting(T0, T0, per_second=10) == 0
+    # 20 runs paced from a 6 ms lead: the last goes at +1.906 s, and the pace's next instant is +2.006 s.
+    assert replay.waiting(T0 + timedelta(milliseconds=2006), T0, per_second=10) == 20
+    assert replay.waiting(T0 + timedelta(seconds=3600), T0, per_second=10) == 36_000
+
+
+def test_the_quota_says_how_many_wait_and_when_the_rest_fits() -> None:
+    assert replay.over_quota(20, 5, 25, per_second=10) is None
+    why = replay.over_quota(20, 10, 25, per_second=10) or ""
+    assert "20 replayed runs waiting" in why and "at most 25 (max_replays_queued)" in why and "fit in 1 s" in why
+    assert "fit in 50 s" in (replay.over_quota(36_000, 500, 36_000, per_second=10) or "")
+    # More than the quota at once never fits: the message says how many may go in one request.
+    assert "replay at most 25 at once" in (replay.over_quota(0, 26, 25, per_second=10) or "")
+    assert "at most 0" in (replay.over_quota(0, 1, 0, per_second=10) or "")

@@ -31,18 +31,19 @@ def test_a_schedule_counts_as_its_busiest_minute(expression: str, zone: str, run
 
 def test_overrides_replace_the_deployment_defaults_one_by_one() -> None:
     settings = Settings(database_url="", redis_url="", max_jobs=10, min_interval_seconds=2, max_runs_per_minute=100,
-                        max_history_rows=500, max_runs_in_flight=20, max_storage_bytes=4096)
-    assert quotas.effective(settings, {}) == quotas.Quotas(10, 2, 100, 500, 20, 4096)
+                        max_history_rows=500, max_runs_in_flight=20, max_storage_bytes=4096, max_replays_queued=30)
+    assert quotas.effective(settings, {}) == quotas.Quotas(10, 2, 100, 500, 20, 4096, 30)
     assert quotas.effective(settings, {"max_jobs": 0, "min_interval_seconds": None}) == quotas.Quotas(
-        0, 2, 100, 500, 20, 4096)
+        0, 2, 100, 500, 20, 4096, 30)
     assert quotas.effective(settings, {"max_history_rows": 7}).max_history_rows == 7
     assert quotas.effective(settings, {"max_runs_in_flight": 3}).max_runs_in_flight == 3
     assert quotas.effective(settings, {"max_storage_bytes": 0}).max_storage_bytes == 0
+    assert quotas.effective(settings, {"max_replays_queued": 0}).max_replays_queued == 0
 
 
 def test_the_defaults_are_the_documented_ones() -> None:
     assert quotas.effective(Settings(database_url="", redis_url=""), {}) == quotas.Quotas(
-        1000, 1, 6000, 1_000_000, 500, 256 * 1024 * 1024)
+        1000, 1, 6000, 1_000_000, 500, 256 * 1024 * 1024, 36_000)
 
 
 def test_the_history_quota_default_is_a_setting() -> None:
@@ -64,7 +65,7 @@ def test_the_storage_budget_and_the_key_count_cap_are_settings() -> None:
 
 def test_each_check_names_its_quota_and_limit() -> None:
     limits = quotas.Quotas(max_jobs=2, min_interval_seconds=60, max_runs_per_minute=100, max_history_rows=10,
-                           max_runs_in_flight=1, max_storage_bytes=1)
+                           max_runs_in_flight=1, max_storage_bytes=1, max_replays_queued=5)
     quotas.check_job_count(limits, 1)
     quotas.check_runs(limits, 40, 60)
     quotas.check_interval(limits, parse_schedule("0 * * * * *"))

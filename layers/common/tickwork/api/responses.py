@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from tickwork.api.models import Catchup, JobStatus, Overlap, Timestamp, Trigger
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
+from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 from tickwork.rules.retry import (
     DEFAULT_DELAY_SECONDS,
     DEFAULT_MAX_ATTEMPTS,
@@ -142,6 +143,9 @@ class ReplayOut(BaseModel):
     first_at: Timestamp | None = Field(description="When the first of them is sent; null when there are none.")
     last_at: Timestamp | None = Field(description="When the last one is sent (the tenant's replay pace).")
     dry_run: bool
+    at_replay_limit: int = Field(0, description=(
+        f"Runs of the window left as they are: each was replayed {MAX_REPLAYS_PER_RUN} times already, the most one "
+        "run may be."))
 
 
 def _absent(value: Any) -> bool:

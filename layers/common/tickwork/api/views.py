@@ -106,7 +106,7 @@ def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
 def replay_out(done: Replayed) -> ReplayOut:
     return ReplayOut(count=done.count, execution_ids=done.execution_ids,
                      execution_ids_truncated=done.count > MAX_IDS_LISTED, first_at=rfc3339(done.first_at),
-                     last_at=rfc3339(done.last_at), dry_run=done.dry_run)
+                     last_at=rfc3339(done.last_at), dry_run=done.dry_run, at_replay_limit=done.at_limit)
 
 
 def preview_out(schedule: Schedule, times: Sequence[datetime | SlotDetail], hash_key: str) -> PreviewOut:

@@ -14,8 +14,9 @@ the tenant's quotas (tickwork.tenant.quotas): a number sets one, null goes back 
 quota not named is left as it is. Returns the tenant's quotas in force. Jobs already over a lowered quota
 keep running; the next create, update or resume that would exceed it is refused. A lowered
 max_history_rows is applied by the next maintenance passes (tickwork.ops.maintenance), and
-max_runs_in_flight (from 1) to the next runs dispatched (tickwork.dispatch.budget), and max_storage_bytes (up
-to 1 TiB) by the next maintenance pass (tickwork.ops.storage).
+max_runs_in_flight (from 1) to the next runs dispatched (tickwork.dispatch.budget), max_storage_bytes (up
+to 1 TiB) by the next maintenance pass (tickwork.ops.storage), and max_replays_queued (0 turns replays off) to
+the next replay asked for.
 {"admin": "rotate-encryption-key"} makes a new data key current and re-encrypts secrets, signing secrets and
 sensitive job headers with it, in short batches for at most 10 s (tickwork.secrets.vault.rotate_data_key); the
 maintenance pass re-encrypts what is left, and what an environment that had not yet seen the new key wrote

@@ -2,10 +2,14 @@
 when each run of a batch goes (the tenant's pace, TICKWORK_REPLAY_PER_SECOND).
 
 A replay sends a run again as the same run (same execution row, same Tickwork-Run-Id and webhook-id), with
-attempts numbered after its old ones; the job's retry policy counts the replay's attempts only.
+attempts numbered after its old ones; the job's retry policy counts the replay's attempts only, so each replay
+gives the run its job's retry budget again: a run is replayed at most MAX_REPLAYS_PER_RUN times. A tenant's
+replayed runs waiting for their instant of its pace are at most its quota max_replays_queued
+(tickwork.tenant.quotas), counted from how far ahead the pace reaches.
 """
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 # A run that ended without succeeding (failed, lost) is sent again; a slot that never ran (missed, skipped)
@@ -18,6 +22,9 @@ MAX_WINDOW = timedelta(days=31)
 MAX_RUNS = 10_000
 # The ids an answer lists; its count is always whole.
 MAX_IDS_LISTED = 1_000
+# Replays of one run: each brings the job's retry budget again (at most 10 attempts), so one run is sent at most
+# 60 times. A run that still fails after five replays needs its target fixed, not a sixth.
+MAX_REPLAYS_PER_RUN = 5
 
 
 def window_problem(since: datetime, until: datetime) -> str | None:
@@ -35,13 +42,37 @@ def too_many(count: int, last_slot: datetime) -> str:
             " and replay the rest in another request")
 
 
-def refusal(status: str) -> str | None:
-    """Why a run in `status` cannot be replayed (a 409); None if it can."""
+def refusal(status: str, replay_count: int = 0) -> str | None:
+    """Why a run in `status`, replayed `replay_count` times, cannot be replayed (a 409); None if it can."""
     if status in REPLAYABLE:
-        return None
+        return None if replay_count < MAX_REPLAYS_PER_RUN else at_limit()
     if status == "succeeded":
         return "this run succeeded: only a failed, lost, missed or skipped run can be replayed"
     return f"this run is still in progress ({status}): only a run that has ended can be replayed"
+
+
+def at_limit() -> str:
+    return (f"this run was replayed {MAX_REPLAYS_PER_RUN} times already, the most one run may be: each replay "
+            "gives it its job's whole retry budget again")
+
+
+def waiting(pace_next_at: datetime, now: datetime, per_second: int) -> int:
+    """How many replayed runs of a tenant wait for their instant: those its pace (its next free instant) reserved
+    at or after `now`."""
+    return max(math.floor((pace_next_at - now) / gap(per_second)), 0)
+
+
+def over_quota(waiting_now: int, adding: int, limit: int, per_second: int) -> str | None:
+    """Why `adding` more replays with `waiting_now` waiting go past the tenant's max_replays_queued; None if not."""
+    if waiting_now + adding <= limit:
+        return None
+    if adding > limit:
+        return (f"this tenant may have at most {limit} replayed runs waiting to be sent (max_replays_queued): "
+                f"replay at most {limit} at once")
+    free_in = math.ceil((waiting_now + adding - limit) / per_second)
+    return (f"this tenant has {waiting_now} replayed runs waiting to be sent and may have at most {limit} "
+            f"(max_replays_queued); these {adding} fit in {free_in} s, as the queue drains at {per_second} a second, "
+            "or replay fewer")
 
 
 # How long writing a batch may take per run (10,000 took 1.4 s on the benchmark machine): its first instant is

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 _FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight",
-           "max_storage_bytes")
+           "max_storage_bytes", "max_replays_queued")
 _COLUMNS = ", ".join(_FIELDS)
 
 

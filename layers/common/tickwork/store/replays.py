@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 # The job's runs in the window, in slot order (executions_job_newest, read backwards).
 _WINDOW = """
-SELECT id::text, scheduled_for FROM executions
+SELECT id::text, scheduled_for, replay_count FROM executions
  WHERE job_id = %(job_id)s AND tenant_id = %(tenant_id)s AND status = ANY(%(statuses)s::text[])
    AND scheduled_for >= %(since)s AND scheduled_for < %(until)s
  ORDER BY scheduled_for, id LIMIT %(limit)s
@@ -21,7 +21,7 @@ SELECT id::text, scheduled_for FROM executions
 _JOB_STATUS = "SELECT status FROM jobs WHERE id = %(id)s AND tenant_id = %(tenant_id)s FOR SHARE"
 
 # The tenant's next free replay instant, never before now; the row stays locked to the end of the
-# transaction, so two replays of one tenant take their instants one after the other.
+# transaction, so two replays of one tenant take their instants (and count what waits) one after the other.
 _PACE_START = """
 INSERT INTO replay_pace AS p (tenant_id, next_at) VALUES (%(tenant_id)s, %(now)s)
 ON CONFLICT (tenant_id) DO UPDATE SET next_at = greatest(p.next_at, %(now)s)
@@ -30,14 +30,15 @@ RETURNING next_at
 _PACE_PEEK = "SELECT greatest(next_at, %(now)s) FROM replay_pace WHERE tenant_id = %(tenant_id)s"
 _PACE_ADVANCE = "UPDATE replay_pace SET next_at = %(next_at)s WHERE tenant_id = %(tenant_id)s"
 
-# Runs still in one of `statuses` (re-checked under their row locks) become due again at their paced
-# instant, in slot order: `queued` if never attempted, else `retrying` (the executor starts attempt
-# attempt_count + 1 either way). replay_base lets the retry policy count the replay's attempts only.
+# Runs still in one of `statuses` and under the replay limit (re-checked under their row locks) become due
+# again at their paced instant, in slot order: `queued` if never attempted, else `retrying` (the executor starts
+# attempt attempt_count + 1 either way). replay_base lets the retry policy count the replay's attempts only.
 _QUEUE = """
 WITH picked AS (
     SELECT l.id, l.attempt_count, row_number() OVER (ORDER BY l.scheduled_for, l.id) - 1 AS rank
       FROM (SELECT id, scheduled_for, attempt_count FROM executions
              WHERE id = ANY(%(ids)s::uuid[]) AND tenant_id = %(tenant_id)s AND status = ANY(%(statuses)s::text[])
+               AND replay_count < %(max_replays)s
              FOR UPDATE) l
 )
 UPDATE executions e
@@ -52,6 +53,15 @@ RETURNING e.id::text, e.job_id::text, e.attempt_count + 1, e.next_attempt_at, e.
 
 
 @dataclass(frozen=True)
+class WindowRun:
+    """A run of a job's window to replay: its id, its slot and how often it was replayed before."""
+
+    id: str
+    scheduled_for: datetime
+    replay_count: int
+
+
+@dataclass(frozen=True)
 class Queued:
     """A run replayed: the attempt its executor starts and when it is due."""
 
@@ -63,11 +73,11 @@ class Queued:
 
 
 def window(conn: Any, tenant_id: str, job_id: str, statuses: Sequence[str], since: datetime, until: datetime,
-           limit: int) -> list[tuple[str, datetime]]:
-    """(id, slot) of the job's runs in `statuses` with a slot in [since, until), in slot order, at most `limit`."""
+           limit: int) -> list[WindowRun]:
+    """The job's runs in `statuses` with a slot in [since, until), in slot order, at most `limit`."""
     params = {"job_id": job_id, "tenant_id": tenant_id, "statuses": list(statuses), "since": since,
               "until": until, "limit": limit}
-    return [(row[0], row[1]) for row in conn.execute(_WINDOW, params).fetchall()]
+    return [WindowRun(*row) for row in conn.execute(_WINDOW, params).fetchall()]
 
 
 def job_status(conn: Any, tenant_id: str, job_id: str) -> str | None:
@@ -77,7 +87,8 @@ def job_status(conn: Any, tenant_id: str, job_id: str) -> str | None:
 
 
 def pace_start(conn: Any, tenant_id: str, now: datetime) -> datetime:
-    """The tenant's next free replay instant (now at the earliest), its row locked for pace_advance."""
+    """The tenant's next free replay instant (now at the earliest), its row locked for pace_advance: what
+    waits before it is counted and reserved by one replay at a time."""
     return conn.execute(_PACE_START, {"tenant_id": tenant_id, "now": now}).fetchone()[0]
 
 
@@ -92,12 +103,13 @@ def pace_advance(conn: Any, tenant_id: str, next_at: datetime) -> None:
 
 
 def queue(conn: Any, tenant_id: str, ids: Sequence[str], statuses: Sequence[str], now: datetime, start: datetime,
-          gap: timedelta) -> list[Queued]:
-    """Make those of these runs still in `statuses` due again from `start`, `gap` apart in slot order; returns
-    them in that order (the others changed meanwhile and are left alone)."""
+          gap: timedelta, max_replays: int) -> list[Queued]:
+    """Make those of these runs still in `statuses` and replayed fewer than `max_replays` times due again from
+    `start`, `gap` apart in slot order; returns them in that order (the others changed meanwhile and are left
+    alone)."""
     if not ids:
         return []
     params = {"ids": list(ids), "tenant_id": tenant_id, "statuses": list(statuses), "now": now, "start": start,
-              "gap": gap}
+              "gap": gap, "max_replays": max_replays}
     rows = conn.execute(_QUEUE, params).fetchall()
     return sorted((Queued(*row) for row in rows), key=lambda q: (q.due, q.execution_id))

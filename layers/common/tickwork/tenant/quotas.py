@@ -9,7 +9,8 @@ max_runs_per_minute; every job not deleted counts towards max_jobs. max_history_
 write: maintenance prunes a tenant's oldest finished runs past it (tickwork.ops.maintenance).
 max_runs_in_flight bounds the tenant's runs dispatched and not yet ended, when they are dispatched
 (tickwork.dispatch.budget). max_storage_bytes refuses nothing either: maintenance deletes a tenant's oldest audit
-entries and stored answers past it (tickwork.ops.storage).
+entries and stored answers past it (tickwork.ops.storage). max_replays_queued bounds its replayed runs waiting
+for their instant of its replay pace, when a replay is asked for (tickwork.tenant.replays).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from tickwork.settings import Settings
 from tickwork.store import quotas as store
 
 QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight",
-                "max_storage_bytes")
+                "max_storage_bytes", "max_replays_queued")
 # Any whole minute works: a cron's matching minutes all hold the same seconds. One long before any zone's
 # sub-minute historical offsets would be out of place, and after none.
 _REFERENCE = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -42,6 +43,7 @@ class Quotas:
     max_history_rows: int
     max_runs_in_flight: int  # enforced when runs are dispatched (tickwork.dispatch.budget), not here
     max_storage_bytes: int  # held by maintenance (tickwork.ops.storage), not here
+    max_replays_queued: int  # enforced when runs are replayed (tickwork.tenant.replays)
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in QUOTA_FIELDS}
@@ -50,7 +52,8 @@ class Quotas:
 def effective(settings: Settings, overrides: Mapping[str, int | None]) -> Quotas:
     """The tenant's quotas: its overrides where set, the deployment's defaults elsewhere."""
     defaults = Quotas(settings.max_jobs, settings.min_interval_seconds, settings.max_runs_per_minute,
-                      settings.max_history_rows, settings.max_runs_in_flight, settings.max_storage_bytes)
+                      settings.max_history_rows, settings.max_runs_in_flight, settings.max_storage_bytes,
+                      settings.max_replays_queued)
     return Quotas(**{name: _pick(overrides.get(name), getattr(defaults, name)) for name in QUOTA_FIELDS})
 
 

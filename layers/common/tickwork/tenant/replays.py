@@ -1,6 +1,7 @@
 """Replaying a tenant's runs: one run (POST /executions/{id}/replay) or every matching run of a job's window
 (POST /jobs/{id}/replay), sent again as the same runs through the normal executor (fresh signature, same
-webhook-id), at the tenant's replay pace (tickwork.rules.replay).
+webhook-id), at the tenant's replay pace (tickwork.rules.replay), within its quota of replays waiting
+(max_replays_queued, a 403 that changes nothing) and each run at most MAX_REPLAYS_PER_RUN times.
 
 Postgres first, then the due index, as a retry is queued: the rows say `queued` / `retrying` with their due
 time, so a lost Redis write is put back by the sweeper (tickwork.ops.maintenance) at that time.
@@ -13,13 +14,14 @@ from typing import Any, Sequence
 
 from aws_lambda_powertools import Logger
 
-from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, QuotaExceededError
 from tickwork.rules import replay
 from tickwork.scope import Scope
 from tickwork.store import history as history_store
+from tickwork.store import quotas as quotas_store
 from tickwork.store import replays as store
 from tickwork.store.history import ExecutionRow
-from tickwork.tenant import audit
+from tickwork.tenant import audit, quotas
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import rfc3339, to_ms
 
@@ -39,13 +41,15 @@ class ReplayAsk:
 @dataclass(frozen=True)
 class Replayed:
     """A batch replayed (or, dry, what would be): how many, their ids (the first MAX_IDS_LISTED) and when the
-    first and the last go."""
+    first and the last go; `at_limit`: the runs of the window left as they are, replayed MAX_REPLAYS_PER_RUN
+    times already."""
 
     count: int
     execution_ids: list[str]
     first_at: datetime | None
     last_at: datetime | None
     dry_run: bool
+    at_limit: int = 0
 
 
 def replay_execution(scope: Scope, execution_id: str) -> ExecutionRow:
@@ -56,7 +60,7 @@ def replay_execution(scope: Scope, execution_id: str) -> ExecutionRow:
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
         if store.job_status(conn, scope.tenant_id, execution.job_id) in (None, "deleted"):
             raise ConflictError("the run's job was deleted: its runs cannot be replayed")
-        why = replay.refusal(execution.status)
+        why = replay.refusal(execution.status, execution.replay_count)
         if why is not None:
             raise ConflictError(why)
         queued = _queue(conn, scope, [execution_id], replay.REPLAYABLE)
@@ -79,33 +83,45 @@ def replay_job(scope: Scope, job_id: str, ask: ReplayAsk) -> Replayed:
             raise NotFoundError("job not found")
         runs = store.window(conn, scope.tenant_id, job_id, ask.statuses, ask.since, ask.until, replay.MAX_RUNS + 1)
         if len(runs) > replay.MAX_RUNS:
-            raise InvalidInputError("until", replay.too_many(len(runs), runs[replay.MAX_RUNS - 1][1]))
-        ids = [run_id for run_id, _ in runs]
+            raise InvalidInputError("until", replay.too_many(len(runs), runs[replay.MAX_RUNS - 1].scheduled_for))
+        ids = [run.id for run in runs if run.replay_count < replay.MAX_REPLAYS_PER_RUN]
+        at_limit = len(runs) - len(ids)
         if ask.dry_run:
-            at = replay.instants(store.pace_peek(conn, scope.tenant_id, scope.now + replay.lead(len(ids))), len(ids),
-                                 scope.settings.replay_per_second)
-            return _answer(ids, at, dry_run=True)
+            start = _start(conn, scope, store.pace_peek(conn, scope.tenant_id, scope.now), len(ids))
+            return _answer(ids, replay.instants(start, len(ids), scope.settings.replay_per_second), True, at_limit)
         queued = _queue(conn, scope, ids, ask.statuses)
         if queued:  # the window as an ISO 8601 interval
             audit.record(conn, scope, audit.JOB_REPLAYED, job_id=job_id,
                          target=f"{rfc3339(ask.since)}/{rfc3339(ask.until)}")
     _dispatch(scope, queued)
-    return _answer([q.execution_id for q in queued], [q.due for q in queued], dry_run=False)
+    return _answer([q.execution_id for q in queued], [q.due for q in queued], False, at_limit)
 
 
-def _answer(ids: list[str], at: list[datetime], dry_run: bool) -> Replayed:
-    return Replayed(len(ids), ids[:replay.MAX_IDS_LISTED], at[0] if at else None, at[-1] if at else None, dry_run)
+def _answer(ids: list[str], at: list[datetime], dry_run: bool, at_limit: int) -> Replayed:
+    return Replayed(len(ids), ids[:replay.MAX_IDS_LISTED], at[0] if at else None, at[-1] if at else None, dry_run,
+                    at_limit)
 
 
 def _queue(conn: Any, scope: Scope, ids: Sequence[str], statuses: Sequence[str]) -> list[store.Queued]:
     """Take the runs' instants from the tenant's pace and make them due (the caller dispatches them once its
     transaction has committed: _dispatch)."""
-    per_second = scope.settings.replay_per_second
-    start = store.pace_start(conn, scope.tenant_id, scope.now + replay.lead(len(ids)))
-    queued = store.queue(conn, scope.tenant_id, ids, statuses, scope.now, start, replay.gap(per_second))
+    gap = replay.gap(scope.settings.replay_per_second)
+    start = _start(conn, scope, store.pace_start(conn, scope.tenant_id, scope.now), len(ids))
+    queued = store.queue(conn, scope.tenant_id, ids, statuses, scope.now, start, gap, replay.MAX_REPLAYS_PER_RUN)
     if queued:
-        store.pace_advance(conn, scope.tenant_id, queued[-1].due + replay.gap(per_second))
+        store.pace_advance(conn, scope.tenant_id, queued[-1].due + gap)
     return queued
+
+
+def _start(conn: Any, scope: Scope, pace_next_at: datetime, count: int) -> datetime:
+    """When the first of `count` runs replayed now goes; QuotaExceededError (max_replays_queued) when the
+    tenant's replays waiting, these included, would be more than its quota."""
+    per_second = scope.settings.replay_per_second
+    limit = quotas.effective(scope.settings, quotas_store.get_overrides(conn, scope.tenant_id)).max_replays_queued
+    why = replay.over_quota(replay.waiting(pace_next_at, scope.now, per_second), count, limit, per_second)
+    if why is not None:
+        raise QuotaExceededError("max_replays_queued", limit, why)
+    return max(pace_next_at, scope.now + replay.lead(count))
 
 
 def _dispatch(scope: Scope, queued: list[store.Queued]) -> None:
