@@ -56,13 +56,14 @@ def test_an_allowed_host_gets_the_value_and_another_fails_unretried_without_leak
 ) -> None:
     caplog.set_level(logging.DEBUG)
     port = stock.url.rsplit(":", 1)[1]
-    status, _ = call(runtime, "PUT", "/secrets/TOKEN", {"value": CANARY, "allowed_hosts": ["127.0.0.1", "localhost"]})
+    bound = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+    status, _ = call(runtime, "PUT", "/secrets/TOKEN", {"value": CANARY, "allowed_hosts": bound})
     assert status == 201
     allowed = _job(runtime, f"{stock.url}/allowed")
     elsewhere = _job(runtime, f"http://localhost:{port}/elsewhere")
     # The secret narrowed after the second job was saved: only the check before each attempt stops it.
-    status, narrowed = call(runtime, "PUT", "/secrets/TOKEN", {"value": CANARY, "allowed_hosts": ["127.0.0.1"]})
-    assert (status, narrowed["allowed_hosts"]) == (200, ["127.0.0.1"])
+    status, narrowed = call(runtime, "PUT", "/secrets/TOKEN", {"value": CANARY, "allowed_hosts": bound[:1]})
+    assert (status, narrowed["allowed_hosts"]) == (200, bound[:1])
 
     sent = _run_to_the_end(runtime, allowed["id"])
     assert sent["status"] == "succeeded", sent
@@ -72,7 +73,7 @@ def test_an_allowed_host_gets_the_value_and_another_fails_unretried_without_leak
 
     refused = _run_to_the_end(runtime, elsewhere["id"])
     assert refused["status"] == "failed" and len(refused["attempts"]) == 1, refused
-    assert refused["attempts"][0]["error"] == "refused: secret TOKEN is not allowed for host localhost"
+    assert refused["attempts"][0]["error"] == f"refused: secret TOKEN is not allowed for http://localhost:{port}"
     assert not [r for r in stock.requests if r["path"] == "/elsewhere"]
 
     # The canary: in no answer of the API, no log record, no stored attempt.
@@ -87,3 +88,20 @@ def test_an_allowed_host_gets_the_value_and_another_fails_unretried_without_leak
         stored = conn.execute("SELECT string_agg(coalesce(error, '') || coalesce(response_body, ''), '') FROM attempts"
                               ).fetchone()
     assert stored is not None and stored[0] and CANARY not in stored[0]
+
+
+def test_a_binding_written_as_a_bare_host_goes_over_https_on_443_only(runtime: LocalRuntime, stock: Target) -> None:
+    """A secret bound to a host before schemes and ports were (its row as the release before wrote it): its job
+    saved then, sending over http to another port, fails its attempt, unsent and unretried."""
+    port = stock.url.rsplit(":", 1)[1]
+    status, _ = call(runtime, "PUT", "/secrets/TOKEN", {"value": CANARY, "allowed_hosts": [f"http://127.0.0.1:{port}"]})
+    assert status == 201
+    job = _job(runtime, f"{stock.url}/plain")
+    with psycopg.connect(runtime.settings.database_url, autocommit=True) as conn:
+        conn.execute("UPDATE secrets SET allowed_hosts = ARRAY['127.0.0.1'], allowed_origins = NULL")
+    assert call(runtime, "GET", "/secrets")[1]["items"][0]["allowed_hosts"] == ["127.0.0.1"]
+
+    refused = _run_to_the_end(runtime, job["id"])
+    assert refused["status"] == "failed" and len(refused["attempts"]) == 1, refused
+    assert refused["attempts"][0]["error"] == f"refused: secret TOKEN is not allowed for http://127.0.0.1:{port}"
+    assert not [r for r in stock.requests if r["path"] == "/plain"]

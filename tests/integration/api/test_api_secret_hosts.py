@@ -39,7 +39,8 @@ def test_allowed_hosts_are_set_kept_on_replace_cleared_by_null_and_listed(api: A
 @pytest.mark.parametrize(("hosts", "field"), [
     ([], "allowed_hosts"),
     (["h.example.com"] * 21, "allowed_hosts"),
-    (["api.example.com", "https://x.example.com"], "allowed_hosts.1"),
+    (["api.example.com", "https://x.example.com/path"], "allowed_hosts.1"),
+    (["ftp://x.example.com"], "allowed_hosts.0"),
     (["*"], "allowed_hosts.0"),
     ([7], "allowed_hosts.0"),
     ("api.example.com", "allowed_hosts"),
@@ -75,6 +76,30 @@ def test_allowed_hosts_and_wildcards_accept_the_job(api: Api) -> None:
     put(api, allowed_hosts=["example.com", "*.example.net"])
     assert api.call("POST", "/jobs", job_body(request={"headers": BEARER})).status == 201
     assert api.call("POST", "/jobs", job_body(request={"url": "https://hooks.EXAMPLE.net/x", "headers": BEARER})).status == 201
+
+
+def test_a_secret_bound_to_a_host_goes_there_over_https_on_its_default_port_only(api: Api, db: Any) -> None:
+    """A bare host, as every binding was written before schemes and ports existed, means https on 443: the secret
+    does not follow its host to http, nor to another port, at save (POST, PATCH) as at send."""
+    put(api, allowed_hosts=["api.example.com"])
+    for url in ("http://api.example.com/hook", "https://api.example.com:8443/hook", "http://api.example.com:443/"):
+        refused = api.call("POST", "/jobs", job_body(request={"url": url, "headers": BEARER}))
+        assert (refused.status, refused.body["error"]["field"]) == (400, "request.headers.Authorization"), url
+    job = api.create(request={"url": "https://api.example.com/hook", "headers": BEARER})
+    downgraded = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"url": "http://api.example.com/hook"}})
+    assert (downgraded.status, downgraded.body["error"]["field"]) == (400, "request.headers.Authorization")
+
+    # A scheme or a port is bound when the entry names it; https on 443 is shown bare, as it always was.
+    bound = put(api, allowed_hosts=["https://api.example.com", "http://plain.example.com:8080"])
+    assert bound["allowed_hosts"] == ["api.example.com", "http://plain.example.com:8080"]
+    assert api.call("POST", "/jobs", job_body(request={"url": "http://plain.example.com:8080/x",
+                                                       "headers": BEARER})).status == 201
+    for url in ("https://plain.example.com:8080/x", "http://plain.example.com/x", "http://api.example.com/x"):
+        refused = api.call("POST", "/jobs", job_body(request={"url": url, "headers": BEARER}))
+        assert refused.status == 400, url
+    # An older release reading the row sees the hosts alone, as it always did.
+    assert db.execute("SELECT allowed_hosts FROM secrets WHERE tenant_id = %s AND name = 'TOKEN'",
+                      (api.tenant_id,)).fetchone()[0] == ["api.example.com", "plain.example.com"]
 
 
 def test_patching_the_url_of_a_job_whose_sealed_header_holds_the_secret_is_a_400(api: Api) -> None:

@@ -24,15 +24,19 @@ class SecretPut(_Strict):
     # repr=False: powertools logs a route's arguments at DEBUG.
     value: str = Field(description=f"Up to {vault.MAX_VALUE_BYTES} bytes (UTF-8). Never shown again.", repr=False)
     allowed_hosts: list[str] | None = Field(
-        None, max_length=hosts.MAX_ALLOWED_HOSTS, examples=[["api.example.com", "*.hooks.example.com"]],
-        description=f"The only hosts a request carrying this secret may go to: exact host names or `*.` and a "
-                    f"name (one more label), at most {hosts.MAX_ALLOWED_HOSTS}; null: any host. Left out when "
-                    "replacing a secret: it keeps its allowed hosts.")
+        None, max_length=hosts.MAX_ALLOWED_HOSTS,
+        examples=[["api.example.com", "*.hooks.example.com", "http://internal.example.com:8080"]],
+        description=f"Where a request carrying this secret may go, at most {hosts.MAX_ALLOWED_HOSTS}: a host name "
+                    "or `*.` and a name (one more label), which means https on port 443, or `http://` or `https://` "
+                    "and one, with `:port` for another port; null: anywhere. Left out when replacing a secret: it "
+                    "keeps its allowed hosts.")
 
 
 class SecretOut(BaseModel):
     name: str
-    allowed_hosts: list[str] | None = Field(description="null: the secret may be sent to any host.")
+    allowed_hosts: list[str] | None = Field(description=(
+        "null: the secret may be sent anywhere. A bare host is https on port 443; other entries name their scheme "
+        "and port."))
     created_at: Timestamp
     updated_at: Timestamp
 

@@ -9,8 +9,10 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
+from tickwork.secrets.hosts import bare_hosts, in_force
 
-_SECRET_COLUMNS = "id::text, name, created_at, updated_at, allowed_hosts"
+# allowed_hosts: the bare hosts an older release reads; allowed_origins: the entries in force (in_force).
+_SECRET_COLUMNS = "id::text, name, created_at, updated_at, allowed_hosts, allowed_origins"
 
 
 @dataclass(frozen=True)
@@ -19,13 +21,17 @@ class SecretRow:
     name: str
     created_at: datetime
     updated_at: datetime
-    allowed_hosts: list[str] | None  # None: any host (tickwork.secrets.hosts)
+    allowed_hosts: list[str] | None  # None: any host; else entries (tickwork.secrets.hosts)
 
 
 @dataclass(frozen=True)
 class SealedSecret:
     sealed: str
     allowed_hosts: list[str] | None
+
+
+def _secret_row(row: Any) -> SecretRow:
+    return SecretRow(*row[:4], in_force(row[4], row[5]))
 
 
 @dataclass(frozen=True)
@@ -97,17 +103,19 @@ def put_secret(
     keep_hosts: bool,
 ) -> tuple[SecretRow, bool]:
     """Create or replace; the row and whether it was created. `keep_hosts`: a replaced secret keeps its
-    allowed hosts (a new one gets `allowed_hosts`)."""
+    allowed hosts (a new one gets `allowed_hosts`, parsed entries)."""
     row = conn.execute(
-        "INSERT INTO secrets (id, tenant_id, name, sealed, created_at, updated_at, allowed_hosts)"
-        " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(sealed)s, %(now)s, %(now)s, %(hosts)s)"
+        "INSERT INTO secrets (id, tenant_id, name, sealed, created_at, updated_at, allowed_hosts, allowed_origins)"
+        " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(sealed)s, %(now)s, %(now)s, %(hosts)s, %(origins)s)"
         " ON CONFLICT (tenant_id, name) DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = EXCLUDED.updated_at,"
-        " allowed_hosts = CASE WHEN %(keep)s THEN secrets.allowed_hosts ELSE EXCLUDED.allowed_hosts END"
+        " allowed_hosts = CASE WHEN %(keep)s THEN secrets.allowed_hosts ELSE EXCLUDED.allowed_hosts END,"
+        " allowed_origins = CASE WHEN %(keep)s THEN secrets.allowed_origins ELSE EXCLUDED.allowed_origins END"
         f" RETURNING {_SECRET_COLUMNS}, xmax = 0",
         {"id": str(uuid.uuid4()), "tenant_id": tenant_id, "name": name, "sealed": sealed, "now": now,
-         "hosts": allowed_hosts, "keep": keep_hosts},
+         "hosts": None if allowed_hosts is None else bare_hosts(allowed_hosts), "origins": allowed_hosts,
+         "keep": keep_hosts},
     ).fetchone()
-    return SecretRow(*row[:5]), bool(row[5])
+    return _secret_row(row), bool(row[6])
 
 
 def delete_secret(conn: Any, tenant_id: str, name: str) -> bool:
@@ -120,23 +128,24 @@ def list_secrets(conn: Any, tenant_id: str, limit: int, before: tuple[datetime, 
     params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit}
     if before:
         params.update(created_at=before[0], id=before[1])
-    with conn.cursor(row_factory=class_row(SecretRow)) as cur:
-        return cur.execute(
-            f"SELECT {_SECRET_COLUMNS} FROM secrets WHERE {where}"
-            " ORDER BY created_at DESC, id DESC LIMIT %(limit)s", params,
-        ).fetchall()
+    rows = conn.execute(
+        f"SELECT {_SECRET_COLUMNS} FROM secrets WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
+        params,
+    ).fetchall()
+    return [_secret_row(row) for row in rows]
 
 
 def sealed_secrets(conn: Any, tenant_id: str) -> dict[str, SealedSecret]:
     """Every secret of the tenant, sealed, with its allowed hosts, by name."""
-    rows = conn.execute("SELECT name, sealed, allowed_hosts FROM secrets WHERE tenant_id = %s", (tenant_id,))
-    return {name: SealedSecret(sealed, hosts) for name, sealed, hosts in rows.fetchall()}
+    rows = conn.execute("SELECT name, sealed, allowed_hosts, allowed_origins FROM secrets WHERE tenant_id = %s",
+                        (tenant_id,))
+    return {name: SealedSecret(sealed, in_force(hosts, origins)) for name, sealed, hosts, origins in rows.fetchall()}
 
 
 def secret_hosts(conn: Any, tenant_id: str) -> dict[str, list[str] | None]:
     """The allowed hosts of each of the tenant's secrets, by name (None: any host)."""
-    rows = conn.execute("SELECT name, allowed_hosts FROM secrets WHERE tenant_id = %s", (tenant_id,))
-    return {name: hosts for name, hosts in rows.fetchall()}
+    rows = conn.execute("SELECT name, allowed_hosts, allowed_origins FROM secrets WHERE tenant_id = %s", (tenant_id,))
+    return {name: in_force(hosts, origins) for name, hosts, origins in rows.fetchall()}
 
 
 # ---------------------------------------------------------------- signing secrets
