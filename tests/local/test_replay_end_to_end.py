@@ -66,7 +66,7 @@ def test_a_failed_run_replayed_succeeds_as_the_same_run(runtime: LocalRuntime,  
     deliveries = Counter(r["headers"]["Tickwork-Run-Id"] for r in stock_target.requests)
     assert deliveries == {run_id: 4}
     assert [r["headers"]["Tickwork-Attempt"] for r in stock_target.requests] == ["1", "2", "3", "4"]
-    assert {r["headers"]["webhook-id"] for r in stock_target.requests} == {run_id}
+    assert {r["headers"]["webhook-id"] for r in stock_target.requests} == {f"{done['job_id']}:{run_id}"}
     secret = call(runtime, "GET", "/signing-secret")[1]["secret"]
     for request in stock_target.requests[2:]:
         assert int(request["headers"]["webhook-timestamp"]) >= int(asked)  # signed afresh, at the replay

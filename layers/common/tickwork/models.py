@@ -106,6 +106,9 @@ class StartedExecution:
     replay_base: int = 0
     replay_count: int = 0
     completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.runs.completion)
+    # Its webhook-id when that is not its job's and its own id (tickwork.http.signing.message_id): a
+    # notification's is its event id, whose body Tickwork writes, not the job.
+    message_id: str | None = None
 
     @property
     def replayed(self) -> bool:

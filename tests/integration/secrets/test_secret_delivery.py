@@ -16,7 +16,8 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.conftest import Target
-from tests.integration.api_client import Api, use_clock, use_settings
+from tests.integration.api.test_api_scopes import key_with
+from tests.integration.api_client import Api, job_body, use_clock, use_settings
 from tests.integration.helpers import attempts, executions, executor_at, insert_job
 from tests.support import FakeClock
 from tickwork.api.admin import handle_admin
@@ -25,7 +26,8 @@ from tickwork.dueindex.index import DueIndex
 from tickwork.models import Dispatch
 from tickwork.scope import Scope
 from tickwork.secrets import vault
-from tickwork.store.tenants import create_tenant
+from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, RUNS_WRITE
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 
@@ -85,7 +87,7 @@ def test_a_secret_in_a_header_url_and_body_is_sent_and_the_request_verifies(
     secret = vault.signing_secret(scope)
     assert Webhook(secret).verify(sent["body"], sent["headers"]) == {"token": TOKEN}
     (run,) = executions(services, job_id)
-    assert sent["headers"]["webhook-id"] == run[0] == sent["headers"]["Tickwork-Run-Id"]
+    assert sent["headers"]["webhook-id"] == f"{job_id}:{run[0]}" and sent["headers"]["Tickwork-Run-Id"] == run[0]
     assert sent["headers"]["webhook-timestamp"] == str(int(now.timestamp()))
     tampered = sent["body"].replace(TOKEN, "other")
     with pytest.raises(WebhookVerificationError):
@@ -125,6 +127,55 @@ def test_nothing_stored_or_logged_holds_a_secret_or_a_sensitive_header_value(
         bodies = [r[0] for r in conn.execute("SELECT response_body FROM attempts WHERE execution_id = %s", (run[0],))]
     assert bodies == ["echo: *** *** \"***\""] * 2
     assert "attempt finished" in logs and '"status_code": 500' in logs  # the logs were captured
+
+
+def test_a_key_that_may_write_jobs_cannot_forge_another_jobs_signed_request(
+    api: Api, db: Any, services: Services, target: Target, now: datetime,
+) -> None:
+    """A jobs:write key cannot read the signing secret, yet its job's requests are signed with it: it can make
+    one carrying any body to any URL, a tenant's receiver included. What is signed names the job
+    (webhook-id is `<job id>:<run id>`), so a receiver that checks the job tells the forgery from the real one.
+    Another tenant's job, whatever it sends, does not verify with this tenant's secret at all."""
+    use_settings(services, allow_private_targets=True)  # the receiver is on loopback
+    use_clock(now.timestamp)
+    secret = api.call("GET", "/signing-secret").body["secret"]
+    payroll = api.create(request={"url": target.url + "/receiver", "body": '{"pay": "alice"}'})
+    forger = key_with(api, JOBS_READ, JOBS_WRITE, RUNS_WRITE)
+    assert api.call("GET", "/signing-secret", token=forger).status == 403
+    forged = api.call("POST", "/jobs", job_body(request={"url": target.url + "/receiver", "body": '{"pay": "mallory"}'}),
+                      token=forger).body
+    other_tenant = create_tenant(db, "tenant-b")
+    other = Api(api.handler, create_api_key(db, other_tenant), other_tenant, api.index)
+    theirs = other.create(request={"url": target.url + "/receiver", "body": '{"pay": "mallory"}'})
+    for job, caller in ((payroll, api), (forged, api), (theirs, other)):
+        assert caller.call("POST", f"/jobs/{job['id']}/run").status == 202
+    invoker = services.invoker
+    invoker.dispatches.clear()  # type: ignore[union-attr]
+    Poller(services).tick(to_ms(now))
+    executor_at(services, FakeClock(now)).run(list(invoker.dispatches))  # type: ignore[union-attr]
+
+    received = {r["body"]: r["headers"] for r in target.requests}
+    assert len(target.requests) == 3 and set(received) == {'{"pay": "alice"}', '{"pay": "mallory"}'}
+
+    def accepted(body: str, headers: dict[str, str]) -> bool:
+        """The receiver of docs/api.md: a valid signature, from the job it expects."""
+        try:
+            Webhook(secret).verify(body, headers)
+        except WebhookVerificationError:
+            return False
+        return headers["webhook-id"].split(":")[0] == payroll["id"]
+
+    by_job = {r["headers"]["Tickwork-Job-Id"]: r for r in target.requests}
+    assert accepted(by_job[payroll["id"]]["body"], by_job[payroll["id"]]["headers"])
+    assert not accepted(by_job[forged["id"]]["body"], by_job[forged["id"]]["headers"])
+    Webhook(secret).verify(by_job[forged["id"]]["body"], by_job[forged["id"]]["headers"])  # signed: jobs:write signs
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(by_job[theirs["id"]]["body"], by_job[theirs["id"]]["headers"])
+    # Nor can the forger put the real job's id in front of its run's: the id is part of what is signed.
+    headers = dict(by_job[forged["id"]]["headers"])
+    headers["webhook-id"] = payroll["id"] + ":" + headers["webhook-id"].split(":")[1]
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(by_job[forged["id"]]["body"], headers)
 
 
 def test_an_unknown_secret_fails_the_attempt_without_retrying(

@@ -11,7 +11,15 @@ import pytest
 import standardwebhooks.webhooks
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from tickwork.http.signing import SECRET_PREFIX, STALE_AFTER_SECONDS, Signing, new_secret, secret_key, webhook_timestamp
+from tickwork.http.signing import (
+    SECRET_PREFIX,
+    STALE_AFTER_SECONDS,
+    Signing,
+    message_id,
+    new_secret,
+    secret_key,
+    webhook_timestamp,
+)
 
 
 NOW = datetime(2026, 3, 29, 1, 0, 0, tzinfo=timezone.utc)
@@ -81,3 +89,13 @@ def test_an_attempt_sent_late_is_signed_with_its_send_time_and_verifies() -> Non
     stamp = webhook_timestamp(planned, NOW.timestamp())
     assert stamp == NOW_S
     Webhook(secret).verify(b"{}", Signing("run-5", stamp, (secret_key(secret),)).headers(b"{}"))
+
+
+def test_the_message_id_names_the_job_and_the_run_and_holds_no_dot() -> None:
+    """Standard Webhooks signs `{id}.{timestamp}.{body}`: an id with a `.` could shift where the body begins."""
+    job_id, run_id = "0868a564-6c94-44a9-a42f-e7c0634b2ab6", "82e71150-837a-4ed8-9eaa-32f1f7c94e6d"
+    assert message_id(job_id, run_id) == f"{job_id}:{run_id}" and "." not in message_id(job_id, run_id)
+    secret = new_secret()
+    headers = Signing(message_id(job_id, run_id), NOW_S, (secret_key(secret),)).headers(b"{}")
+    assert headers["webhook-id"] == f"{job_id}:{run_id}"
+    Webhook(secret).verify(b"{}", headers)

@@ -2,6 +2,11 @@
 
 `webhook-signature` is `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">` per signing secret, keyed
 with the base64-decoded part after `whsec_`; during a rotation's overlap there are two, space-separated.
+
+A key that may write jobs gets any body it chooses signed and sent where it chooses, so what is signed names
+the job: `webhook-id` is `<job id>:<run id>` (`message_id`), the same on every attempt and replay of the run,
+and a receiver checks that the job is one it expects. The spec asks that the id hold no `.`, the separator of
+what is signed: ids are UUIDs.
 """
 from __future__ import annotations
 
@@ -36,9 +41,14 @@ def webhook_timestamp(planned: datetime, now: float) -> int:
     return int(now if now - at > STALE_AFTER_SECONDS else at)
 
 
+def message_id(job_id: str, run_id: str) -> str:
+    """A run's webhook-id: its job's id and its own."""
+    return f"{job_id}:{run_id}"
+
+
 @dataclass(frozen=True)
 class Signing:
-    """What signs one attempt: the message id (the run id), its timestamp (seconds) and the keys."""
+    """What signs one attempt: the message id (`message_id`), its timestamp (seconds) and the keys."""
 
     message_id: str
     timestamp: int

@@ -159,9 +159,10 @@ def as_run(
     occurred_at: datetime, attempt_started_at: datetime | None,
 ) -> StartedExecution:
     """A notification attempt as the request type runs use, so it is prepared, checked (SSRF), signed
-    and sent by the same path: the event id is its run id (stable across attempts, for dedupe)."""
+    and sent by the same path: the event id is its run id and its webhook-id (stable across attempts, for
+    dedupe)."""
     headers = {"Content-Type": "application/json", "Tickwork-Event-Type": str(payload.get("type"))}
     request = {"method": "POST", "url": url, "headers": headers,
                "body": body(payload), "timeout_seconds": DELIVERY_TIMEOUT_SECONDS}
     return StartedExecution(notification_id, job_id, tenant_id, occurred_at, attempt, request, {},
-                            attempt_started_at=attempt_started_at)
+                            attempt_started_at=attempt_started_at, message_id=notification_id)

@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from tickwork.http.signing import Signing, webhook_timestamp
+from tickwork.http.signing import Signing, message_id, webhook_timestamp
 from tickwork.errors import SecretHostError
 from tickwork.models import StartedExecution
 from tickwork.secrets import hosts, interpolation, vault
@@ -53,11 +53,12 @@ class TenantSecrets:
         return expanded, sent
 
     def signing(self, run: StartedExecution) -> Signing:
-        """The run's signature: its id, its planned instant (the scheduled second for a first attempt, the
-        retry's due time for a retry, when it started if that was later; now, once that is stale:
-        tickwork.http.signing.webhook_timestamp) and the tenant's keys."""
+        """The run's signature: its job's and its own id (a notification's: its event id), its planned instant
+        (the scheduled second for a first attempt, the retry's due time for a retry, when it started if that was
+        later; now, once that is stale: tickwork.http.signing.webhook_timestamp) and the tenant's keys."""
         planned = run.scheduled_for if run.attempt == 1 else (run.attempt_started_at or run.scheduled_for)
-        return Signing(run.id, webhook_timestamp(planned, self.clock()), self.signing_keys(run.tenant_id))
+        return Signing(run.message_id or message_id(run.job_id, run.id), webhook_timestamp(planned, self.clock()),
+                       self.signing_keys(run.tenant_id))
 
     def signing_keys(self, tenant_id: str) -> tuple[bytes, ...]:
         with self._lock:
