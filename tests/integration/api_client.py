@@ -32,6 +32,7 @@ class Reply:
     body: Any
     headers: dict[str, str]
     raw: str
+    size: int = 0  # bytes of the whole Lambda response as JSON, the body escaped inside it (Lambda's limit: 6 MB)
 
 
 class Api:
@@ -78,7 +79,8 @@ class Api:
     @staticmethod
     def _reply(result: dict[str, Any]) -> Reply:
         raw = result.get("body") or ""
-        return Reply(result["statusCode"], json.loads(raw) if raw else None, result.get("headers") or {}, raw)
+        return Reply(result["statusCode"], json.loads(raw) if raw else None, result.get("headers") or {}, raw,
+                     len(json.dumps(result).encode()))
 
     def create(self, **overrides: Any) -> dict[str, Any]:
         reply = self.call("POST", "/jobs", job_body(**overrides))

@@ -122,13 +122,21 @@ class StartedExecution:
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
-    """One page of a keyset-paginated list (jobs, executions, secrets)."""
+    """One page of a keyset-paginated list (jobs, executions, secrets, audit entries)."""
 
     items: list[T]
     next_key: Key | None  # the keyset position after the last item, None on the last page
+    key: Callable[[T], Key] | None = field(default=None, compare=False, repr=False)  # an item's position
 
     @classmethod
     def of(cls, rows: list[T], limit: int, key: Callable[[T], Key]) -> Page[T]:
         """The page of `rows`, read with one more than `limit` to know whether another page follows."""
         items = rows[:limit]
-        return cls(items, key(items[-1]) if len(rows) > limit and items else None)
+        return cls(items, key(items[-1]) if len(rows) > limit and items else None, key)
+
+    def first(self, count: int) -> Page[T]:
+        """The page cut to its first `count` items (at least one): the next page starts after the last kept."""
+        if count >= len(self.items) or self.key is None:
+            return self
+        kept = self.items[:max(count, 1)]
+        return Page(kept, self.key(kept[-1]), self.key)

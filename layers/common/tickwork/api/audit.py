@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field, StringConstraints
 
 from tickwork.api.models import Instant, Timestamp
-from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
+from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor, fitted
 from tickwork.api.queries import UUID_PATTERN, check_window
 from tickwork.api.routes import Cursor, JobsReader, Limit, needs, openapi_responses
 from tickwork.models import Page
@@ -97,8 +97,8 @@ def audit_filter(job_id: str | None, action: str | None, since: datetime | None,
 
 
 def audit_list(page: Page[AuditRow], redacted: bool) -> AuditList:
-    return AuditList(items=[_entry(row) for row in page.items], next_cursor=encode_cursor(CURSOR_KIND, page.next_key),
-                     redacted=redacted)
+    items, next_key = fitted(page, _entry)
+    return AuditList(items=items, next_cursor=encode_cursor(CURSOR_KIND, next_key), redacted=redacted)
 
 
 def _entry(row: AuditRow) -> AuditEntry:

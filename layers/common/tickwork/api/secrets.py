@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import BaseModel, Field
 
 from tickwork.api.models import Timestamp, _Strict
-from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor
+from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor, fitted
 from tickwork.api.routes import Cursor, JobsReader, Limit, SecretsWriter, needs, openapi_responses
 from tickwork.secrets import hosts, vault
 from tickwork.store.secrets import SecretRow
@@ -64,8 +64,8 @@ def put_secret(name: str, secret: SecretPut, scope: SecretsWriter) -> Response[S
 @router.get("/secrets", summary="List secrets (names only), newest first", tags=["secrets"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 400))
 def list_secrets(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> SecretList:
-    page = vault.list_secrets(scope, limit, decode_cursor("secrets", cursor))
-    return SecretList(items=[_out(row) for row in page.items], next_cursor=encode_cursor("secrets", page.next_key))
+    items, next_key = fitted(vault.list_secrets(scope, limit, decode_cursor("secrets", cursor)), _out)
+    return SecretList(items=items, next_cursor=encode_cursor("secrets", next_key))
 
 
 @router.delete("/secrets/<name>", status_code=204, summary="Delete a secret", tags=["secrets"],

@@ -6,7 +6,7 @@ from typing import Sequence, cast
 from zoneinfo import ZoneInfo
 
 from tickwork.api.models import Catchup, JobStatus, Overlap, Trigger
-from tickwork.api.pagination import encode_cursor
+from tickwork.api.pagination import encode_cursor, fitted
 from tickwork.api.responses import (
     AttemptOut,
     ExecutionDetail,
@@ -71,7 +71,8 @@ def job_detail(shown: jobs.JobWithCalendars) -> JobDetail:
 
 
 def job_list(page: jobs.Page[JobRow]) -> JobList:
-    return JobList(items=[job_out(job) for job in page.items], next_cursor=encode_cursor("jobs", page.next_key))
+    items, next_key = fitted(page, job_out)
+    return JobList(items=items, next_cursor=encode_cursor("jobs", next_key))
 
 
 def execution_out(execution: ExecutionRow) -> ExecutionOut:
@@ -99,8 +100,8 @@ def execution_detail(execution: ExecutionRow, attempts: list[AttemptRow]) -> Exe
 
 
 def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
-    items = [execution_out(execution) for execution in page.items]
-    return ExecutionList(items=items, next_cursor=encode_cursor("executions", page.next_key))
+    items, next_key = fitted(page, execution_out)
+    return ExecutionList(items=items, next_cursor=encode_cursor("executions", next_key))
 
 
 def replay_out(done: Replayed) -> ReplayOut:

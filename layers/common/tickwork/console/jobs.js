@@ -46,7 +46,7 @@ export async function jobsView(main, view) {
     const page = await api('GET', `/jobs${query({ limit: PAGE })}`);
     if (!view.alive) return;
     replace(body, ...page.items.map(jobRow));
-    replace(more, page.next_cursor ? h('p', { class: 'muted' }, `Showing the newest ${PAGE} jobs.`) : '');
+    replace(more, page.next_cursor ? h('p', { class: 'muted' }, `Showing the newest ${page.items.length} jobs.`) : '');
     if (!page.items.length) summary.textContent = 'No jobs yet.';
     else applyFilter();
     await eachLimited(page.items, PARALLEL, (job, i) => enrich(job, body.rows[i], view));
