@@ -7,7 +7,7 @@ import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -21,9 +21,10 @@ WAIT_SECONDS = 20.0
 
 
 class CallingBack:
-    """A stock http.server: answers 202 at once, then reports `report` to the callback URL 0.3 s later."""
+    """A stock http.server: answers 202 at once, then reports `report` to the callback URL 0.3 s later, after
+    calling `first` (what happens while the target works)."""
 
-    def __init__(self, report: dict[str, Any]) -> None:
+    def __init__(self, report: dict[str, Any], first: Callable[[], Any] = lambda: None) -> None:
         self.urls: list[str] = []
         self.answers: list[tuple[int, Any]] = []
         outer = self
@@ -44,9 +45,11 @@ class CallingBack:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/work"
         self.report = report
+        self.first = first
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def call_back(self, url: str) -> None:
+        self.first()
         self.answers.append(post(url, self.report))
 
     def close(self) -> None:
@@ -93,5 +96,30 @@ def test_a_run_ends_when_its_target_calls_back_and_a_second_call_changes_nothing
         assert forged[0] == 404, forged
         _, after = call(runtime, "GET", f"/executions/{run['id']}")
         assert after["status"] == "succeeded" and after["attempts"] == detail["attempts"]
+    finally:
+        target.close()
+
+
+def test_a_completion_after_the_jobs_secret_was_deleted_ends_the_run(runtime: LocalRuntime) -> None:
+    """The secret the attempt was sent with is deleted while the target works: its callback still ends the run
+    (it answered 500 and the completion was lost)."""
+    assert call(runtime, "PUT", "/secrets/EXPORT_TOKEN", {"value": "export-token-51c7e2"})[0] == 201
+    target = CallingBack({"status": "succeeded", "output": "42 rows exported"},
+                         first=lambda: call(runtime, "DELETE", "/secrets/EXPORT_TOKEN"))
+    try:
+        status, job = call(runtime, "POST", "/jobs", {
+            "name": "export-with-secret", "schedule": "0 0 0 1 1 *",
+            "request": {"method": "POST", "url": target.url,
+                        "headers": {"Authorization": "Bearer ${secrets.EXPORT_TOKEN}"}},
+            "completion": {"mode": "callback", "timeout_seconds": 600}})
+        assert status == 201, job
+        status, run = call(runtime, "POST", f"/jobs/{job['id']}/run")
+        assert status == 202, run
+
+        assert wait_for(lambda: len(target.answers) == 1, timeout=WAIT_SECONDS), target.urls
+        assert target.answers[0] == (200, {"execution_id": run["id"], "attempt": 1, "status": "succeeded"})
+        assert "EXPORT_TOKEN" not in {item["name"] for item in call(runtime, "GET", "/secrets")[1]["items"]}
+        _, detail = call(runtime, "GET", f"/executions/{run['id']}")
+        assert (detail["status"], detail["attempts"][0]["output"]) == ("succeeded", "42 rows exported")
     finally:
         target.close()

@@ -14,14 +14,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Sequence
-from urllib.parse import urlsplit
 
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
 from tickwork.errors import ConflictError, NotFoundError
 from tickwork.http.delivery import Outcome
-from tickwork.http.redaction import redact, secret_values
+from tickwork.http.redaction import redact
 from tickwork.models import StartedExecution
 from tickwork.rules import retry
 from tickwork.runs import bounds, completion, ends
@@ -106,12 +105,12 @@ def _attempt_number(execution_id: str, attempt: str) -> int:
 
 
 def _redacted(svc: Any, run: StartedExecution, output: str | None, token: str) -> str | None:
-    """The output as a response body is stored: the request's secret values (and the token) replaced."""
+    """The output as a response body is stored: the request's secret values (and the token) replaced. The
+    secrets are read as they are now, never refused: the tenant may have changed them since the attempt was
+    sent, and that must not lose the completion (a secret replaced since is redacted by its new value only)."""
     if not output:
         return output
-    request, values = TenantSecrets(svc, svc.clock).request_to_send(run)
-    hidden = secret_values(request.get("headers") or {}, urlsplit(request["url"]).query, (*values, token))
-    return redact(output, hidden)
+    return redact(output, TenantSecrets(svc, svc.clock).values_to_redact(run, token))
 
 
 def settle(conn: Any, index: DueIndex, execution_id: str, attempt: int, now: datetime, operator: bool,

@@ -10,14 +10,20 @@ import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
+from aws_lambda_powertools import Logger
+
+from tickwork.http.redaction import secret_values
 from tickwork.http.signing import Signing, message_id, webhook_timestamp
-from tickwork.errors import SecretHostError
+from tickwork.errors import SecretHostError, TickworkError
 from tickwork.models import StartedExecution
 from tickwork.secrets import hosts, interpolation, vault
 from tickwork.secrets.crypto import Keyring, require_keyring
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PoolKeyStore
+
+logger = Logger(child=True)
 
 
 class TenantSecrets:
@@ -52,6 +58,25 @@ class TenantSecrets:
             raise SecretHostError(refused, sent)
         return expanded, sent
 
+    def values_to_redact(self, run: StartedExecution, *also: str) -> tuple[str, ...]:
+        """What a text the run's target wrote (a completion's output) is redacted of: the request's sensitive
+        values, the secrets it references as the tenant has them now, and `also`. Unlike `request_to_send`, it
+        never raises for what the tenant changed since the request was sent: a secret deleted is left out, one
+        no longer allowed for the URL's host is still redacted, a value that does not open is skipped (logged)."""
+        request = run.request
+        headers = {name: self._header_value(run, name, value) for name, value in (request.get("headers") or {}).items()}
+        names = sorted({name for _, name in interpolation.references(request)})
+        sealed = self._sealed_secrets(run.tenant_id) if names else {}
+        values = [_or_skipped(run, f"secret {name}", lambda: self._open(run.tenant_id, name, sealed[name].sealed))
+                  for name in names if name in sealed]
+        return secret_values(headers, urlsplit(request["url"]).query, (*filter(None, values), *also))
+
+    def _header_value(self, run: StartedExecution, name: str, value: str) -> str:
+        if not vault.is_sealed(value):
+            return value
+        return _or_skipped(run, f"header {name}", lambda: vault.opened_headers(
+            self.keyring, self.keys, run.tenant_id, run.job_id, {name: value})[name])
+
     def signing(self, run: StartedExecution) -> Signing:
         """The run's signature: its job's and its own id (a notification's: its event id), its planned instant
         (the scheduled second for a first attempt, the retry's due time for a retry, when it started if that was
@@ -83,3 +108,13 @@ class TenantSecrets:
             opened = self._opened[(tenant_id, name)] = vault.open_secret(self.keyring, self.keys, tenant_id, name,
                                                                          sealed)
         return opened
+
+
+def _or_skipped(run: StartedExecution, what: str, opener: Callable[[], str]) -> str:
+    """What `opener` opens, or "" (logged with the run's ids, never a value) when it does not open."""
+    try:
+        return opener()
+    except TickworkError as exc:
+        logger.warning("a value did not open for redaction", extra={
+            "job_id": run.job_id, "execution_id": run.id, "value": what, "error_type": type(exc).__name__})
+        return ""
