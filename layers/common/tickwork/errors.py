@@ -31,6 +31,13 @@ class InvalidJsonError(InvalidInputError):
         super().__init__("body", message)
 
 
+class PayloadTooLargeError(TickworkError):
+    """A request body over what its route takes, refused before it is read."""
+
+    code = "payload_too_large"
+    field = "body"
+
+
 class ScheduleError(InvalidInputError):
     """A schedule expression, time zone or window that cannot be used."""
 

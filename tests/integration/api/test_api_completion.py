@@ -54,7 +54,7 @@ def test_null_completion_in_a_patch_is_refused(api: Api) -> None:
     assert patched.status == 400 and patched.body["error"]["field"] == "completion"
 
 
-def _awaiting_run(api: Api, db: Any, job: dict[str, Any] | None = None) -> tuple[str, str]:
+def awaiting_run(api: Api, db: Any, job: dict[str, Any] | None = None) -> tuple[str, str]:
     """A run of `job` (by default a new callback-mode job) awaiting its completion, as the executor leaves it;
     returns (id, token)."""
     job = job or api.create(completion=CALLBACK)
@@ -70,7 +70,7 @@ def _awaiting_run(api: Api, db: Any, job: dict[str, Any] | None = None) -> tuple
 
 
 def test_a_run_awaiting_is_listed_and_counted_for_its_tenant_only(api: Api, other: Api, db: Any) -> None:
-    run_id, _ = _awaiting_run(api, db)
+    run_id, _ = awaiting_run(api, db)
     listed = api.call("GET", "/executions", query={"status": "awaiting_completion"}).body["items"]
     assert [item["id"] for item in listed] == [run_id] and listed[0]["completion_deadline"] is not None
     assert other.call("GET", "/executions", query={"status": "awaiting_completion"}).body["items"] == []
@@ -80,7 +80,7 @@ def test_a_run_awaiting_is_listed_and_counted_for_its_tenant_only(api: Api, othe
 
 
 def test_a_callback_needs_no_key_and_ends_the_run(api: Api, db: Any) -> None:
-    run_id, token = _awaiting_run(api, db)
+    run_id, token = awaiting_run(api, db)
     reply = api.call("POST", f"/callbacks/{run_id}/1/{token}", {"status": "succeeded", "output": "done"}, token=None)
     assert reply.status == 200, reply.body
     assert reply.body == {"execution_id": run_id, "attempt": 1, "status": "succeeded"}
@@ -96,7 +96,7 @@ def test_a_callback_needs_no_key_and_ends_the_run(api: Api, db: Any) -> None:
     "/callbacks/not-a-uuid/1/{token}", "/callbacks/{run}/one/{token}", "/callbacks/{run}/0/{token}",
 ])
 def test_a_wrong_token_attempt_or_run_is_a_404_that_changes_nothing(api: Api, db: Any, path: str) -> None:
-    run_id, token = _awaiting_run(api, db)
+    run_id, token = awaiting_run(api, db)
     url = path.format(run=run_id, token=token, wrong=completion.new_token(), other=uuid.uuid4())
     reply = api.call("POST", url, {"status": "succeeded"}, token=None)
     assert reply.status == 404 and reply.body["error"]["code"] == "not_found"
@@ -112,7 +112,7 @@ def test_a_wrong_token_attempt_or_run_is_a_404_that_changes_nothing(api: Api, db
 ])
 def test_an_invalid_report_is_a_400_naming_the_field_and_changes_nothing(
         api: Api, db: Any, body: dict[str, Any], field: str) -> None:
-    run_id, token = _awaiting_run(api, db)
+    run_id, token = awaiting_run(api, db)
     reply = api.call("POST", f"/callbacks/{run_id}/1/{token}", body, token=None)
     assert reply.status == 400 and reply.body["error"]["field"] == field, reply.body
     assert api.call("GET", f"/executions/{run_id}").body["status"] == "awaiting_completion"
@@ -160,7 +160,7 @@ def test_a_callback_after_the_jobs_secret_changed_keeps_its_completion(api: Api,
     assert api.call("PUT", "/secrets/OTHER", {"value": ROTATED}).status == 201
     job = api.create(completion=CALLBACK, request={
         "url": "https://example.com/hooks/${secrets.TOKEN}", "headers": {"Authorization": "Bearer ${secrets.TOKEN}"}})
-    run_id, token = _awaiting_run(api, db, job)
+    run_id, token = awaiting_run(api, db, job)
     now_value = _change_secret(api, db, change)
 
     output = f"exported 42 rows for {now_value}" if now_value else "exported 42 rows"

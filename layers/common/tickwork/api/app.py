@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from tickwork.api import audit, bykey, callbacks, console, docs, errors, executions, health, replays, stats
 from tickwork.api.auth import RATE_LIMIT_CONTEXT
 from tickwork.api.calendars import router as calendars_router
-from tickwork.api.body import JsonApiResolver, parse_json
+from tickwork.api.body import JsonApiResolver
 from tickwork.api.keys import router as keys_router
 from tickwork.api.notifications import router as notifications_router
 from tickwork.api.routes import router
@@ -23,7 +23,7 @@ from tickwork.errors import InvalidInputError, TickworkError
 API_TITLE = "Tickwork"
 API_VERSION = "1.0.0"
 
-app = JsonApiResolver(enable_validation=True, json_body_deserializer=parse_json)
+app = JsonApiResolver(enable_validation=True)
 app.configure_openapi(
     title=API_TITLE,
     version=API_VERSION,
@@ -37,6 +37,7 @@ app.include_router(router)
 for extra in (executions.router, audit.router, replays.router, stats.router, health.router, docs.router, keys_router,
               secrets_router, notifications_router, calendars_router, console.router, callbacks.router):
     app.include_router(extra)
+app.add_gate(callbacks.GATE)
 errors.register(app)
 
 

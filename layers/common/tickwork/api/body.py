@@ -1,17 +1,23 @@
 """Request bodies: JSON only, read with bounds no hostile body gets past.
 
 powertools parses the body inside its validation middleware, before any route or middleware of ours runs,
-so the bounds live in the deserializer it is given and in the one method the resolver exposes, `resolve`.
+so the bounds live in the deserializer it is given and in the one method the resolver exposes, `resolve`:
+there a route without an API key (a completion callback) checks the credential in its path, and the size
+of its body, before anything reads the body (`BodyGate`).
 """
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
-from tickwork.errors import InvalidJsonError
+from tickwork.api.errors import tickwork_error
+from tickwork.errors import InvalidJsonError, PayloadTooLargeError, TickworkError
 
 # The deepest Tickwork body (a job's request.headers) is 3 levels; anything far deeper is not one of ours.
 MAX_JSON_DEPTH = 32
@@ -26,11 +32,77 @@ _JSON_PREFIX = "application/json"
 _NOT_JSON = "application/x-tickwork-not-json"
 
 
+@dataclass(frozen=True)
+class BodyGate:
+    """What a route checks before its body is read: `admit` gets the path's parameters and raises a
+    TickworkError to refuse the request; then the body may be at most `max_bytes`."""
+
+    method: str
+    path: str  # as the route is declared: "/callbacks/<execution_id>/<attempt>/<token>"
+    max_bytes: int
+    admit: Callable[[Mapping[str, str]], None]
+
+    def parameters(self, method: str, path: str) -> dict[str, str] | None:
+        """The path's parameters if the request is one this gate checks, else None. Matches every path the
+        route's own pattern does (a parameter is any non-empty segment), so nothing reaches it unchecked."""
+        wanted, segments = self.path.strip("/").split("/"), path.strip("/").split("/")
+        if method.upper() != self.method or len(wanted) != len(segments):
+            return None
+        found: dict[str, str] = {}
+        for want, got in zip(wanted, segments):
+            if want.startswith("<") and got:
+                found[want[1:-1]] = got
+            elif want != got:
+                return None
+        return found
+
+    def check(self, event: Mapping[str, Any], parameters: Mapping[str, str]) -> None:
+        self.admit(parameters)
+        if body_bytes(event, self.max_bytes) > self.max_bytes:
+            raise PayloadTooLargeError(f"the body is over {self.max_bytes} bytes, the most this route takes")
+
+
 class JsonApiResolver(APIGatewayHttpResolver):
-    """An APIGatewayHttpResolver whose request bodies are JSON or nothing."""
+    """An APIGatewayHttpResolver whose request bodies are JSON or nothing, each parsed with `parse_json`
+    (looked up at each call, so a test can count the bodies parsed), and read only once its route's gate, if
+    it has one, let the request through."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(json_body_deserializer=_deserialize, **options)
+        self._gates: list[BodyGate] = []
+
+    def add_gate(self, gate: BodyGate) -> None:
+        self._gates.append(gate)
 
     def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-        return super().resolve(json_only(event), context)
+        event = json_only(event)
+        refused = self._refusal(event)
+        return refused if refused is not None else super().resolve(event, context)
+
+    def _refusal(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The answer to a request its gate refuses, built as powertools builds every answer; None otherwise."""
+        method = ((event.get("requestContext") or {}).get("http") or {}).get("method") or ""
+        for gate in self._gates:
+            parameters = gate.parameters(method, event.get("rawPath") or "")
+            if parameters is None:
+                continue
+            try:
+                gate.check(event, parameters)
+            except TickworkError as exc:
+                return ResponseBuilder(tickwork_error(exc)).build(APIGatewayProxyEventV2(dict(event)))
+        return None
+
+
+def _deserialize(text: str) -> Any:
+    return parse_json(text)
+
+
+def body_bytes(event: Mapping[str, Any], enough: int) -> int:
+    """The size of the event's body in bytes, without decoding it; exact up to `enough`, past it at least that."""
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return len(body) * 3 // 4 - body[-2:].count("=")
+    return len(body) if len(body) > enough else len(body.encode())
 
 
 def json_only(event: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,20 +1,30 @@
 """POST /callbacks/{execution_id}/{attempt}/{token}: a target in callback mode reports its run's completion
 (tickwork.runs.completion). No API key: the token in the URL, made for that run's attempt alone, is the
 credential. A wrong token, another run's or an older attempt's is a 404 whichever part is wrong; the right
-one once its completion is in, or its run over, a 409. Neither changes anything."""
+one once its completion is in, or its run over, a 409. Neither changes anything.
+
+Anyone can call the route, so the token is checked, and the body's size, before the body is read (`GATE`,
+tickwork.api.body.BodyGate): a wrong token with 6 MB of JSON costs one indexed read, never a parse."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Mapping
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from tickwork.api.body import BodyGate
 from tickwork.api.responses import ErrorBody
 from tickwork.runs import awaiting, completion
 from tickwork.wiring import services
 
 router = Router()
+
+PATH = "/callbacks/<execution_id>/<attempt>/<token>"
+# The largest report a callback can need is about 24 KB (4,096 bytes of output, each byte a control character
+# JSON escapes as \u00XX, and its status); 64 KiB takes that in any client's formatting and refuses the rest
+# unread (413), a hundredth of the 6 MB Lambda would otherwise be handed.
+MAX_BODY_BYTES = 64 * 1024
 
 
 def _storable_output(value: str) -> str:
@@ -46,10 +56,18 @@ class CompletionAnswer(BaseModel):
 
 
 _ERRORS = {400: "Invalid body", 404: "No such callback (unknown run, attempt or token)",
-           409: "This attempt's completion was reported already, or its run is over"}
+           409: "This attempt's completion was reported already, or its run is over",
+           413: f"The body is over {MAX_BODY_BYTES} bytes (checked after the token, before the body is read)"}
 
 
-@router.post("/callbacks/<execution_id>/<attempt>/<token>", summary="Report a run's completion (callback mode)",
+def _admit(parameters: Mapping[str, str]) -> None:
+    awaiting.check_token(services(), parameters["execution_id"], parameters["attempt"], parameters["token"])
+
+
+GATE = BodyGate("POST", PATH, MAX_BODY_BYTES, _admit)
+
+
+@router.post(PATH, summary="Report a run's completion (callback mode)",
              tags=["callbacks"], security=[{}],
              responses={200: {"description": "Completion recorded"},
                         **{status: {"description": text, "content": {"application/json": {"model": ErrorBody}}}

@@ -78,8 +78,7 @@ def take_callback(svc: Any, execution_id: str, attempt: str, token: str, status:
     saying which part is wrong); the right token once its completion is in, or its run over, a ConflictError."""
     number, token_hash = _attempt_number(execution_id, attempt), completion.token_hash(token)
     with svc.db.connection() as conn:
-        if not store.knows_token(conn, execution_id, number, token_hash):
-            raise NotFoundError("no such callback")
+        _check_token(conn, execution_id, number, token_hash)
         run = notifications_store.run_of(conn, execution_id)
         kept = None if run is None else store.report(
             conn, execution_id, number, token_hash, status, _redacted(svc, run, output, token))
@@ -91,6 +90,19 @@ def take_callback(svc: Any, execution_id: str, attempt: str, token: str, status:
         "execution_id": execution_id, "job_id": run.job_id if run else None, "attempt": number, "reported": status,
         "status": ended or kept})
     return Answer(execution_id, number, ended or kept)
+
+
+def check_token(svc: Any, execution_id: str, attempt: str, token: str) -> None:
+    """NotFoundError unless `token` is the one of that run's attempt, as `take_callback` checks it: what the
+    API asks before it reads a callback's body, so a wrong token costs one indexed read and no parse."""
+    number = _attempt_number(execution_id, attempt)
+    with svc.db.connection() as conn:
+        _check_token(conn, execution_id, number, completion.token_hash(token))
+
+
+def _check_token(conn: Any, execution_id: str, number: int, token_hash: bytes) -> None:
+    if not store.knows_token(conn, execution_id, number, token_hash):
+        raise NotFoundError("no such callback")
 
 
 def _attempt_number(execution_id: str, attempt: str) -> int:
