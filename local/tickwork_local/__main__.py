@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from tickwork import __version__
 from tickwork_local import devkey
 from tickwork_local.config import LocalConfig
 from tickwork_local.logs import configure_console
@@ -27,7 +28,7 @@ def banner(api_url: str, api_key: str, key_source: str, data_dir: Path) -> str:
     )
     return "\n".join([
         "",
-        "Tickwork is running locally.",
+        f"Tickwork {__version__} is running locally.",
         f"  API      {api_url}",
         f"  Docs     {api_url}/docs  (try calls with the key below)",
         f"  API key  {api_key}  ({key_source})",

@@ -16,7 +16,7 @@ _FORMAT = "%(asctime)s %(levelname)-7s %(module)s: %(message)s"
 _POWERTOOLS_KEYS = frozenset({
     "level", "location", "message", "timestamp", "service", "sampling_rate", "cold_start", "xray_trace_id",
     "function_name", "function_memory_size", "function_arn", "function_request_id", "exception", "exception_name",
-    "exception_notes", "stack_trace",
+    "exception_notes", "stack_trace", "version",
 })
 
 

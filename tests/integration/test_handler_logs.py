@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import tickwork
 from tests.conftest import ROOT, Target, load_event
 from tests.integration.api_client import EVENT_TOKEN
 from tests.integration.helpers import insert_job
@@ -53,7 +54,7 @@ def _run(function: str, events: list[dict[str, Any]], services: Services, tmp_pa
             raise AssertionError(f"{function} printed a line that is not JSON: {line!r}") from None
     assert lines, f"{function} logged nothing"
     for record in lines:
-        assert record["service"] == SERVICE, record
+        assert record["service"] == SERVICE and record["version"] == tickwork.__version__, record
         assert record["function_name"] == f"tickwork-{function}", record
         assert record["function_request_id"] in request_ids, record
         assert record["level"] in ("INFO", "WARNING", "ERROR") and record["message"], record

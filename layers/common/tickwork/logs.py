@@ -2,8 +2,9 @@
 
 Each handler module creates the parent Logger (`function_logger`) and wraps its handler in
 `with_lambda_context`. The modules' `Logger(child=True)` records propagate to it, so every line carries
-`service` and the invocation's `function_name`, `function_request_id` and `cold_start`, plus the ids the
-module passed in `extra` (`job_id`, `execution_id`, `attempt`, `lag_ms`...).
+`service`, the release (`version`, tickwork.__version__) and the invocation's `function_name`,
+`function_request_id` and `cold_start`, plus the ids the module passed in `extra` (`job_id`, `execution_id`,
+`attempt`, `lag_ms`...): during an upgrade, two releases log side by side.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import sys
 from typing import Any, Callable, TypeVar
 
 from aws_lambda_powertools import Logger
+
+from tickwork import __version__
 
 Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
 # What Powertools reads from the context (logging/lambda_context.py).
@@ -47,7 +50,10 @@ def function_logger(handler: logging.Handler | None = None, formatter: Any = Non
     service = os.environ["POWERTOOLS_SERVICE_NAME"]  # tickwork/__init__.py gives it a default
     if getattr(logging.getLogger(service), "init", False):
         return Logger(service=service)
-    return Logger(service=service, logger_handler=handler or _CurrentStdout(), logger_formatter=formatter)
+    logger = Logger(service=service, logger_handler=handler or _CurrentStdout(), logger_formatter=formatter)
+    # A key of the formatter, which every record of the process goes through: set once, not per call.
+    logger.append_keys(version=__version__)
+    return logger
 
 
 def with_lambda_context(logger: Logger) -> Callable[[Handler], Handler]:

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import pytest
 import redis
 
+import tickwork
 from tests.integration.api_client import Api, Reply
 from tickwork.api.spec import committed_text
 from tickwork.dispatch.poller import Poller
@@ -79,6 +80,7 @@ def test_health_is_ok_right_after_a_tick_and_needs_no_key(api: Api, services: Se
     assert reply.body["status"] == "ok"
     assert (reply.body["postgres"], reply.body["redis"]) == (OK, OK)
     assert 0 <= reply.body["last_tick_age_seconds"] <= 5
+    assert reply.body["version"] == tickwork.__version__  # which release answers, during an upgrade
     assert reply.headers["Cache-Control"] == "no-store"
 
 
@@ -95,7 +97,8 @@ def test_a_poller_that_stopped_ticking_makes_health_degraded(api: Api, services:
 def test_no_tick_ever_recorded_is_degraded(api: Api) -> None:
     reply = api.call("GET", "/health", token=None)
     assert reply.status == 503
-    assert reply.body == {"status": "degraded", "postgres": OK, "redis": OK, "last_tick_age_seconds": None}
+    assert reply.body == {"status": "degraded", "postgres": OK, "redis": OK, "last_tick_age_seconds": None,
+                          "version": tickwork.__version__}
 
 
 def test_a_refusing_redis_is_degraded_and_nothing_of_the_url_leaks(
@@ -107,7 +110,8 @@ def test_a_refusing_redis_is_degraded_and_nothing_of_the_url_leaks(
     reply = api.call("GET", "/health", token=None)
 
     assert reply.status == 503
-    assert reply.body == {"status": "degraded", "postgres": OK, "redis": ERROR, "last_tick_age_seconds": None}
+    assert reply.body == {"status": "degraded", "postgres": OK, "redis": ERROR, "last_tick_age_seconds": None,
+                          "version": tickwork.__version__}
     assert "hunter2secret" not in reply.raw and "hunter2secret" not in caplog.text
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from tickwork import __version__
 from tickwork.api.responses import HealthOut
 from tickwork.ops.health import Health, Prober
 from tickwork.wiring import services
@@ -26,5 +27,5 @@ def get_health() -> Response[HealthOut]:
 def health_out(health: Health) -> HealthOut:
     return HealthOut.model_validate({
         "status": "ok" if health.ok else "degraded", "postgres": health.postgres, "redis": health.redis,
-        "last_tick_age_seconds": health.last_tick_age_seconds,
+        "last_tick_age_seconds": health.last_tick_age_seconds, "version": __version__,
     })

@@ -234,6 +234,8 @@ class HealthOut(BaseModel):
     postgres: Literal["ok", "error", "timeout"]
     redis: Literal["ok", "error", "timeout"]
     last_tick_age_seconds: float | None = Field(description="Since the poller last ticked; null if unknown.")
+    version: str = Field(description="The release answering (CHANGELOG.md), e.g. during an upgrade.",
+                         examples=["0.30.0"])
 
 
 # ---------------------------------------------------------------- API keys
