@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
@@ -49,17 +50,25 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("keys") / "master.key"
 
 
+@contextmanager
+def fresh_schema(server_url: str) -> Iterator[str]:
+    """The URL of a schema of its own on the test server, never migrated (a new stack's database); dropped after."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield _with_search_path(server_url, schema)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 @pytest.fixture
 def database_url(servers: Any) -> Iterator[str]:
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    url = _with_search_path(servers.database_url, schema)
-    with psycopg.connect(url, autocommit=True) as conn:
-        migrate(conn)
-    yield url
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with fresh_schema(servers.database_url) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
+        yield url
 
 
 @pytest.fixture

@@ -127,6 +127,13 @@ class ConfigurationError(TickworkError):
     code = "configuration_error"
 
 
+class MigrationLockError(TickworkError):
+    """A schema migration waited longer than its lock timeout on every try (tickwork.store.migrate): a long
+    transaction holds a table it alters, or another migration is running. What it applied before stays."""
+
+    code = "migration_lock_timeout"
+
+
 class UnknownSecretError(TickworkError):
     """A job's request references a secret the tenant does not have (tickwork.secrets.interpolation)."""
 

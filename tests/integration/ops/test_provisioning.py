@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import psycopg
 import pytest
 
-from tests.conftest import RecordingInvoker, Target, _with_search_path
+from tests.conftest import RecordingInvoker, Target, fresh_schema
 from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_responses
 from tickwork.ops.custom_resource import budget_seconds
 from tickwork.ops.provisioning import handle_migration
@@ -27,12 +27,8 @@ Migrations = Callable[[dict[str, Any], Any], dict[str, Any]]
 @pytest.fixture
 def empty_schema(servers: Any) -> Iterator[str]:
     """A database URL whose schema has never been migrated, as a new stack's database."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
-    yield _with_search_path(servers.database_url, schema)
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    with fresh_schema(servers.database_url) as url:
+        yield url
 
 
 @pytest.fixture
@@ -110,8 +106,8 @@ def test_a_failed_migration_fails_the_deploy_with_the_reason(
     assert response["Status"] == "FAILED"
     assert "schema migration failed" in response["Reason"] and 'relation "tenants" already exists' in response["Reason"]
     assert result["Status"] == "FAILED"
-    # Nothing half-applied: a failed migration rolls back whole.
-    assert _tables(empty_schema) == {"tenants"}
+    # Nothing half-applied: a failed migration rolls back whole (the runner's own table stays, empty).
+    assert _tables(empty_schema) == {"tenants", "schema_migrations"}
     # A failed create is rolled back with a Delete of the id it answered with, which must succeed.
     migrations(_event(target, "Delete", response["PhysicalResourceId"]), None)
     assert cfn_responses(target)[1]["Status"] == "SUCCESS"
@@ -153,8 +149,8 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
     the wait is cut by lock_timeout, and CloudFormation gets FAILED, saying so, before the function's
     timeout; nothing is applied. Once the lock is free, the next update migrates."""
     from tickwork.ops.custom_resource import RESPONSE_MARGIN_SECONDS
-    from tickwork.ops.provisioning import LOCK_TIMEOUT_SECONDS, STATEMENT_MARGIN_SECONDS
-    from tickwork.store.migrate import _MIGRATION_LOCK
+    from tickwork.ops.provisioning import STATEMENT_MARGIN_SECONDS
+    from tickwork.store.migrate import _MIGRATION_LOCK, LOCK_TIMEOUT_SECONDS
 
     # Room for one wait for the lock, not for a second try.
     remaining = RESPONSE_MARGIN_SECONDS + STATEMENT_MARGIN_SECONDS + LOCK_TIMEOUT_SECONDS + 1
@@ -164,7 +160,7 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
         migrations(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
         took = time.monotonic() - began
     (response,) = cfn_responses(target)
-    assert response["Status"] == "FAILED" and "LockNotAvailable" in response["Reason"], response
+    assert response["Status"] == "FAILED" and "MigrationLockError" in response["Reason"], response
     assert took < remaining - RESPONSE_MARGIN_SECONDS + 1, took  # answered with the margin left
     assert "jobs" not in _tables(empty_schema)
     migrations(_event(target, "Update", response["PhysicalResourceId"]), None)
@@ -176,15 +172,15 @@ def test_a_lock_released_while_the_budget_lasts_is_waited_for_in_short_tries(
 ) -> None:
     """Each try waits at most lock_timeout (traffic queued behind a DDL statement waits no longer), and
     the migration is tried again while its budget lasts: a lock held for a moment only delays it."""
-    from tickwork.ops.provisioning import MigrationLimits, migrate_schema
-    from tickwork.store.migrate import _MIGRATION_LOCK
+    from tickwork.ops.provisioning import migrate_schema
+    from tickwork.store.migrate import _MIGRATION_LOCK, LockWaits
 
     holder = psycopg.connect(empty_schema, autocommit=True)
     holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
     release = threading.Timer(1.5, holder.close)
     release.start()
     try:
-        applied = migrate_schema(fresh_services.db, budget=20, limits=MigrationLimits(lock_timeout=0.3, retry_pause=0.2))
+        applied = migrate_schema(fresh_services.db, budget=20, waits=LockWaits(timeout_seconds=0.3, pause_seconds=0.2))
     finally:
         release.join()
     assert applied[0] == "0001_init.sql" and "jobs" in _tables(empty_schema)

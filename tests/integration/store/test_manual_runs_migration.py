@@ -19,9 +19,9 @@ PREBUILT = ("CREATE UNIQUE INDEX executions_one_per_slot_scheduled"
 
 
 @pytest.fixture
-def before_0012(servers: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[psycopg.Connection]:
+def before_0012(servers: Any) -> Iterator[psycopg.Connection]:
     """A schema migrated up to the version before 0012, holding a job with scheduled and manual runs."""
-    with migrated_before(servers, monkeypatch, 12) as conn:
+    with migrated_before(servers, 12) as conn:
         _populate(conn)
         yield conn
 

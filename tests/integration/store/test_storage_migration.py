@@ -17,8 +17,8 @@ OLD_FULL = ["jobs:read", "jobs:write", "runs:write", "secrets:write", "keys:admi
 
 
 @pytest.fixture
-def before_0021(servers: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[psycopg.Connection]:
-    with migrated_before(servers, monkeypatch, 21) as conn:
+def before_0021(servers: Any) -> Iterator[psycopg.Connection]:
+    with migrated_before(servers, 21) as conn:
         yield conn
 
 

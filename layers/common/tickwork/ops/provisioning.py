@@ -2,72 +2,48 @@
 the schema.
 
 Every request is answered before the function's own timeout, failures included
-(tickwork.ops.custom_resource). The migration runs with a `lock_timeout` (a DDL
-statement queued behind the poller's and executors' transactions would otherwise queue every one of
-theirs behind it; it is retried instead, a few times) and a `statement_timeout` that ends it in the
-database before the answer is due. All pending migrations apply in one transaction (tickwork.store.migrate.migrate):
-a failure or a timeout leaves nothing half-applied.
+(tickwork.ops.custom_resource). The migration (tickwork.store.migrate.migrate) applies each pending migration
+on its own, with the runner's lock timeout (a DDL statement queued behind the poller's and executors'
+transactions would otherwise queue every one of theirs behind it; the migration is tried again instead,
+while the budget lasts), and a `statement_timeout` that ends a statement in the database before the answer
+is due. A run cut short keeps the migrations it finished; the next deploy goes on from the one it was in.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools import Logger
 
 from tickwork.ops.custom_resource import Answer, answer
 from tickwork.ops.response_url import ResponseHosts
-from tickwork.store.migrate import migrate
+from tickwork.store.migrate import LockWaits, migrate
 
 logger = Logger(child=True)
 
 MIGRATION_RESOURCE_TYPE = "Custom::TickworkSchemaMigration"
 # How much earlier than the answer the database ends a statement still running.
 STATEMENT_MARGIN_SECONDS = 2.0
-# A lock the migration waits for longer than this fails its statement, and the migration is tried again
-# after a pause, while the budget lasts: traffic is held up at most this long by a DDL statement's queue.
-LOCK_TIMEOUT_SECONDS = 5.0
-LOCK_RETRY_PAUSE_SECONDS = 2.0
+# The deploy tries a migration that waited too long for a lock again for as long as its budget lasts.
+DEPLOY_LOCK_RETRIES = 1000
 
 
-@dataclass(frozen=True)
-class MigrationLimits:
-    lock_timeout: float = LOCK_TIMEOUT_SECONDS
-    retry_pause: float = LOCK_RETRY_PAUSE_SECONDS
-
-
-def migrate_schema(pool: Any, budget: float, limits: MigrationLimits = MigrationLimits()) -> list[str]:
-    """Apply pending migrations within `budget` seconds (connection wait included), retrying those that
-    waited too long for a lock; raises when the budget runs out or a migration fails otherwise."""
-    from psycopg import errors
-
-    ends = time.monotonic() + budget
-    while True:
-        left = ends - time.monotonic() - STATEMENT_MARGIN_SECONDS
-        if left <= 0:
-            raise TimeoutError(f"no time left to migrate within {budget:g} s")
+def migrate_schema(pool: Any, budget: float, waits: LockWaits = LockWaits()) -> list[str]:
+    """Apply pending migrations within `budget` seconds (connection wait included), trying those that waited
+    too long for a lock again while the budget lasts; raises when it runs out or a migration fails."""
+    left = budget - STATEMENT_MARGIN_SECONDS
+    if left <= 0:
+        raise TimeoutError(f"no time left to migrate within {budget:g} s")
+    ends = time.monotonic() + left
+    with pool.connection(timeout=left) as conn:
+        conn.execute(f"SET statement_timeout = {max(1, int((ends - time.monotonic()) * 1000))}")
         try:
-            with pool.connection(timeout=left) as conn:
-                return _migrate_bounded(conn, left, limits.lock_timeout)
-        except errors.LockNotAvailable:
-            if ends - time.monotonic() < limits.retry_pause + STATEMENT_MARGIN_SECONDS + limits.lock_timeout:
-                raise
-            logger.warning("schema migration waited too long for a lock: trying again",
-                           extra={"lock_timeout_seconds": limits.lock_timeout})
-            time.sleep(limits.retry_pause)
-
-
-def _migrate_bounded(conn: Any, left: float, lock_timeout: float) -> list[str]:
-    """On a pool connection (autocommit: the SETs hold for the session, migrate's transaction is its own)."""
-    conn.execute(f"SET lock_timeout = {int(lock_timeout * 1000)}")
-    conn.execute(f"SET statement_timeout = {max(1, int(left * 1000))}")
-    try:
-        return migrate(conn)
-    finally:
-        if not (conn.closed or conn.broken):  # a broken one is discarded by the pool
-            conn.execute("RESET lock_timeout")
-            conn.execute("RESET statement_timeout")
+            applied = migrate(conn, replace(waits, retries=DEPLOY_LOCK_RETRIES), deadline=ends)
+        finally:
+            if not (conn.closed or conn.broken):  # a broken one is discarded by the pool
+                conn.execute("RESET statement_timeout")
+    return applied
 
 
 def handle_migration(services: Callable[[], Any], event: Mapping[str, Any], budget: float,
