@@ -674,6 +674,40 @@ def test_the_schema_is_migrated_by_its_own_function_on_every_code_or_database_ch
     assert waits == on_the_path
 
 
+def _dependencies(resources: dict[str, Any], name: str) -> set[str]:
+    """Every resource CloudFormation creates or updates before `name`: its DependsOn and what it references
+    (Ref, Fn::GetAtt, ${...} in Fn::Sub), and theirs."""
+    found: set[str] = set()
+    todo = [name]
+    while todo:
+        resource = resources[todo.pop()]
+        text = json.dumps(resource.get("Properties", {}))
+        direct = set(_as_list(resource.get("DependsOn", [])))
+        direct |= set(re.findall(r'"Ref": "([A-Za-z0-9]+)"', text))
+        direct |= set(re.findall(r'"Fn::GetAtt": \["([A-Za-z0-9]+)"', text))
+        direct |= set(re.findall(r"\$\{([A-Za-z0-9]+)[.}]", text))
+        for other in (direct & set(resources)) - found:
+            found.add(other)
+            todo.append(other)
+    return found
+
+
+def test_new_code_runs_only_once_its_schema_is_in_place(transformed: dict[str, Any]) -> None:
+    """On an update CloudFormation changes a resource only after those it depends on: the functions that read
+    and write the schema wait for SchemaMigration, so no new code meets the old schema (the old code meets
+    the new one meanwhile, which every migration allows: docs/deploy.md, "Releases and upgrades")."""
+    resources = transformed["Resources"]
+    functions = {name for name, r in resources.items() if r["Type"] == "AWS::Lambda::Function"}
+    assert functions == {"ApiFunction", "PollerFunction", "ExecutorFunction", "JobsResourceFunction",
+                         "MigrationsFunction"}
+    for name in functions - {"MigrationsFunction"}:
+        assert "SchemaMigration" in _dependencies(resources, name), name
+    # ...and the tick loop, which calls the poller, changes after it.
+    assert {"SchemaMigration", "PollerFunction"} <= _dependencies(resources, "TickLoop")
+    # No cycle: the migration waits for none of them.
+    assert not _dependencies(resources, "SchemaMigration") & (functions - {"MigrationsFunction"})
+
+
 def test_a_major_version_offered_for_the_database_can_be_deployed(template: dict[str, Any]) -> None:
     """DatabaseEngineVersion offers more than one major version: changing it must upgrade in place."""
     resources = template["Resources"]
