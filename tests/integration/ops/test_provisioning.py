@@ -150,12 +150,12 @@ def test_a_migration_waiting_on_a_lock_is_answered_failed_before_the_function_ti
     timeout; nothing is applied. Once the lock is free, the next update migrates."""
     from tickwork.ops.custom_resource import RESPONSE_MARGIN_SECONDS
     from tickwork.ops.provisioning import STATEMENT_MARGIN_SECONDS
-    from tickwork.store.migrate import _MIGRATION_LOCK, LOCK_TIMEOUT_SECONDS
+    from tickwork.store.migrate import LOCK_TIMEOUT_SECONDS, MIGRATION_LOCK_SQL
 
     # Room for one wait for the lock, not for a second try.
     remaining = RESPONSE_MARGIN_SECONDS + STATEMENT_MARGIN_SECONDS + LOCK_TIMEOUT_SECONDS + 1
     with psycopg.connect(empty_schema, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        holder.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK_SQL})")
         began = time.monotonic()
         migrations(_event(target, "Create"), FakeContext(remaining_ms=int(remaining * 1000)))
         took = time.monotonic() - began
@@ -173,10 +173,10 @@ def test_a_lock_released_while_the_budget_lasts_is_waited_for_in_short_tries(
     """Each try waits at most lock_timeout (traffic queued behind a DDL statement waits no longer), and
     the migration is tried again while its budget lasts: a lock held for a moment only delays it."""
     from tickwork.ops.provisioning import migrate_schema
-    from tickwork.store.migrate import _MIGRATION_LOCK, LockWaits
+    from tickwork.store.migrate import MIGRATION_LOCK_SQL, LockWaits
 
     holder = psycopg.connect(empty_schema, autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    holder.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK_SQL})")
     release = threading.Timer(1.5, holder.close)
     release.start()
     try:

@@ -20,7 +20,7 @@ concurrent build would wait for every other transaction of the database.
 
 Migrations run in order, each committed before the next starts, so a run cut short (the deploy's time ran
 out) has kept every migration before the one it was in, and the next run (the next deploy, the next `make
-dev`) goes on from there. A session advisory lock keeps two migrators apart; it is taken with short tries,
+dev`) goes on from there. A session advisory lock keeps two migrators of a schema apart; it is taken with short tries,
 never waited for inside a transaction (a concurrent index build waits for every older transaction, and
 would wait for a migrator queued on the lock while it holds it).
 """
@@ -39,8 +39,9 @@ from tickwork.errors import MigrationLockError
 
 logger = Logger(child=True)
 
-# Any fixed 64-bit number: serializes concurrent migrators (two cold starts, a deploy and `make dev`).
-_MIGRATION_LOCK = 0x7469636B776F726B
+# The advisory lock that serializes the migrators of one schema (two cold starts, a deploy and `make dev`);
+# those of the database's other schemas (the tests' own) go on. Advisory locks are the database's.
+MIGRATION_LOCK_SQL = "hashtextextended('tickwork migrations ' || current_schema(), 0)"
 # A statement waiting longer than this for a lock fails (and the migration is tried again): every writer
 # queued behind a DDL statement's lock request waits at most this long. The deploy and `make dev` alike.
 LOCK_TIMEOUT_SECONDS = 5.0
@@ -142,7 +143,7 @@ class _Run:
         on every try."""
         for _ in self._tries("the migrators' lock (another migration is running)"):
             ends = time.monotonic() + self.waits.timeout_seconds
-            while not self.conn.execute("SELECT pg_try_advisory_lock(%s)", (_MIGRATION_LOCK,)).fetchone()[0]:
+            while not self.conn.execute(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_SQL})").fetchone()[0]:
                 if time.monotonic() >= ends:
                     break
                 self.sleep(MIGRATOR_POLL_SECONDS)
@@ -152,7 +153,7 @@ class _Run:
     def unlock(self) -> None:
         if not (self.conn.closed or self.conn.broken):
             self._set_lock_timeout(self.saved_lock_timeout)
-            self.conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+            self.conn.execute(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_SQL})")
 
     def apply(self, migration: Migration) -> bool:
         from psycopg import errors
