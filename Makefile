@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test test-embedded test-shifted lint bench bench-py313 lock clean openapi screenshots
+.PHONY: dev test test-upgrade test-embedded test-shifted lint bench bench-py313 lock clean openapi screenshots
 
 ## The dev venv runs what the layer ships: the lock's pins (hashes and comments stripped) constrain it. It has the
 ## `tickwork` command too (cli/, a package of its own: docs/jobs-as-code.md).
@@ -37,6 +37,12 @@ dev: $(STAMP)
 ## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise).
 test: $(STAMP) interop-servers $(CHECKOV)
 	$(PY) -m pytest
+
+## The tests of a deploy under load (pytest marker `upgrade`, left out of `make test`): no migration from 0020 on
+## blocks writers, and the baseline release (tests/upgrade/baseline.py, its venv cached under ~/.cache/tickwork)
+## runs beside this tree and after a rollback onto its schema, every slot delivered once. A few minutes.
+test-upgrade: $(STAMP)
+	$(PY) -m pytest -m upgrade
 
 ## The interop suite's stock servers that are not Python packages (tests/interop): Debian's nginx and Node.js,
 ## installed when missing (as root, or with sudo -n). Without them those tests fail; TICKWORK_SKIP_INTEROP_TESTS=1

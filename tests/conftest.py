@@ -63,6 +63,20 @@ def fresh_schema(server_url: str) -> Iterator[str]:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+@contextmanager
+def own_database(server_url: str, prefix: str = "tw") -> Iterator[str]:
+    """The URL of a database of its own on the test server, dropped after (its connections ended): for what
+    waits on every transaction of its database (a concurrent index build) or is shared by processes."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(server_url, dbname=name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def database_url(servers: Any) -> Iterator[str]:
     with fresh_schema(servers.database_url) as url:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Any, Iterator
 
 import psycopg
 import pytest
 
 from tests.conftest import _with_search_path, fresh_schema
+from tests.conftest import own_database as own_database_at
 from tickwork.errors import MigrationLockError
 from tickwork.store.migrate import LockWaits, Migration, migrate
 
@@ -30,14 +30,8 @@ def conn(servers: Any) -> Iterator[psycopg.Connection]:
 def own_database(servers: Any) -> Iterator[str]:
     """A database of its own: a concurrent index build waits for every older transaction of its database,
     and the shared one has other tests' transactions."""
-    name = f"tw_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield psycopg.conninfo.make_conninfo(servers.database_url, dbname=name)
-    finally:
-        with psycopg.connect(servers.database_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with own_database_at(servers.database_url) as url:
+        yield url
 
 
 def _applied(conn: psycopg.Connection) -> list[str]:

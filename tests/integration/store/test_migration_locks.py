@@ -26,13 +26,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import psycopg
 import pytest
 
+from tests.conftest import own_database
 from tickwork.store.migrate import Migration, migrate, migration_files
 
 pytestmark = pytest.mark.upgrade
@@ -249,19 +249,12 @@ def _uuid_sql(expression: str) -> str:
 def history(servers: Any) -> Iterator[str]:
     """A database of its own (a concurrent index build waits for every older transaction of its database)
     at the schema before FIRST_CHECKED, holding history."""
-    name = f"tw_locks_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(servers.database_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = psycopg.conninfo.make_conninfo(servers.database_url, dbname=name)
-    try:
+    with own_database(servers.database_url, "tw_locks") as url:
         with psycopg.connect(url, autocommit=True) as conn:
             migrate(conn, files=[m for m in migration_files() if m.version < FIRST_CHECKED])
             conn.execute(NOTE_LOCKS)
             _populate(conn)
         yield url
-    finally:
-        with psycopg.connect(servers.database_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 # After every migration of the tree: the two ways to build an index on a hot table.
