@@ -34,9 +34,14 @@ def _source() -> str:
 
 @lru_cache(maxsize=None)
 def _transformed(params: tuple[tuple[str, str], ...] = ()) -> str:
+    return transform_source(_source(), params)
+
+
+def transform_source(source: str, params: tuple[tuple[str, str], ...] = ()) -> str:
+    """A decoded template (JSON) as SAM transforms it, with code locations as `sam package` sets them."""
     from samtranslator.translator.transform import transform
 
-    copy = json.loads(_source())
+    copy = json.loads(source)
     for name, res in copy["Resources"].items():
         for key in ("CodeUri", "ContentUri"):
             if key in res.get("Properties", {}):
