@@ -658,6 +658,9 @@ def test_the_schema_is_migrated_by_its_own_function_on_every_code_or_database_ch
     assert 120 <= timeout - RESPONSE_MARGIN_SECONDS and timeout < props["ServiceTimeout"] <= timeout + 120
     # A new layer version is new code, possibly new migrations: the resource is updated, migrate runs.
     assert props["CodeVersion"] == {"Ref": "CommonLayer"}
+    # ...and the function knows its own, so a stack rolling back (an older one asked for) migrates nothing.
+    env = resources["MigrationsFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["TICKWORK_CODE_VERSION"] == {"Ref": "CommonLayer"}
     # So is a new, empty database: a replaced instance has a new address, a new DatabaseName a new name.
     assert props["DatabaseEndpoint"] == {"Fn::If": ["CreateDatabase", {"Fn::GetAtt": ["Database", "Endpoint.Address"]},
                                                     {"Ref": "DatabaseHost"}]}

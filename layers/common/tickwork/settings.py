@@ -194,6 +194,9 @@ class Settings:
     # The API's public base URL, for the callback URL of a job completed by callback (tickwork.runs.completion);
     # empty: such jobs' attempts are refused.
     public_api_url: str = ""
+    # The layer version this code came in (the migrations function's): a schema migration asked for with
+    # an older one is a stack rolling back, which migrates nothing (tickwork.ops.provisioning).
+    code_version: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -259,6 +262,7 @@ class Settings:
             connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
             target_ports=_ports(env, "TICKWORK_TARGET_PORTS"),
             public_api_url=(env.get("TICKWORK_PUBLIC_API_URL") or "").strip().rstrip("/"),
+            code_version=env.get("TICKWORK_CODE_VERSION", ""),
         )
 
 

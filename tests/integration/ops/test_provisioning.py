@@ -201,6 +201,32 @@ def test_a_migration_that_outlasts_its_budget_is_answered_failed_in_time(target:
     stuck.set()
 
 
+LAYER = "arn:aws:lambda:us-east-1:123456789012:layer:tickwork-common:"
+
+
+@pytest.mark.parametrize(("asked", "running", "status", "migrated"), [
+    (7, 7, "SUCCESS", True),  # an update: the code came in the layer version asked for
+    (7, 9, "SUCCESS", False),  # a failed update rolling back to 7: the schema stays, nothing is retried
+    (9, 7, "FAILED", False),  # an environment older than the deploy: its migrations are not the deploy's
+])
+def test_a_stack_rolling_back_migrates_nothing(target: Target, asked: int, running: int, status: str,
+                                               migrated: bool) -> None:
+    """Break: an update whose migration failed (or outlasted the function) rolls back, and CloudFormation asks
+    SchemaMigration to go back to the previous layer version, through the migrations function of the update.
+    Must hold: it answers SUCCESS without migrating (migrating again would retry what failed and leave the
+    stack in UPDATE_ROLLBACK_FAILED); the release rolled back to runs on the schema as it is."""
+    from tickwork.ops.provisioning import handle_custom_resource
+
+    event = _event(target, "Update", "SchemaMigration-schema")
+    event["ResourceProperties"]["CodeVersion"] = f"{LAYER}{asked}"
+    calls: list[int] = []
+    response = handle_custom_resource(event, lambda: calls.append(1) or ["0020_x.sql"], budget=10,
+                                      code_version=f"{LAYER}{running}", hosts=ResponseHosts(also=(target.url,)))
+    assert (response["Status"], bool(calls)) == (status, migrated), response
+    if status == "FAILED":
+        assert f"{LAYER}{running}, older than the {LAYER}{asked}" in response["Reason"]
+
+
 def test_a_delete_is_answered_without_the_database(servers: Any, migrations: Migrations, target: Target) -> None:
     """The stack's delete removes the database too: deleting the migration resource never waits on it."""
     with socket_closed_port() as port:

@@ -50,27 +50,46 @@ def handle_migration(services: Callable[[], Any], event: Mapping[str, Any], budg
                      hosts: ResponseHosts | None = None) -> dict[str, Any]:
     """The migrations function's request: the schema of `services().db` migrated within `budget`.
     `hosts`: where answers may go (tickwork.ops.custom_resource.answer; the handler leaves the default)."""
-    return handle_custom_resource(event, lambda: migrate_schema(services().db, budget), budget, hosts=hosts)
+    svc = services()
+    return handle_custom_resource(event, lambda: migrate_schema(svc.db, budget), budget, hosts=hosts,
+                                  code_version=svc.settings.code_version)
 
 
 def handle_custom_resource(event: Mapping[str, Any], migrate_now: Callable[[], list[str]], budget: float,
-                           http: Any = None, hosts: ResponseHosts | None = None) -> dict[str, Any]:
+                           http: Any = None, hosts: ResponseHosts | None = None,
+                           code_version: str = "") -> dict[str, Any]:
     """Run the request (Create/Update migrate, Delete keeps the data) and send CloudFormation the outcome
     within `budget` seconds: a migration still running then is answered FAILED (its statement timeout
-    ends it in the database, and its transaction applies nothing)."""
+    ends it in the database, and its transaction applies nothing). `code_version`: the layer version this
+    code came in (Settings.code_version)."""
     physical_id = event.get("PhysicalResourceId") or f"{event.get('LogicalResourceId')}-schema"
-    return answer(event, lambda: Answer(physical_id, _run(event, migrate_now)), budget, physical_id, _reason, http,
-                  hosts)
+    return answer(event, lambda: Answer(physical_id, _run(event, migrate_now, code_version)), budget, physical_id,
+                  _reason, http, hosts)
 
 
-def _run(event: Mapping[str, Any], migrate_now: Callable[[], list[str]]) -> dict[str, str]:
+def _run(event: Mapping[str, Any], migrate_now: Callable[[], list[str]], code_version: str) -> dict[str, str]:
     if event.get("ResourceType") != MIGRATION_RESOURCE_TYPE:
         raise ValueError(f"unknown custom resource type {event.get('ResourceType')!r}")
     if event["RequestType"] == "Delete":
         return {}  # the database outlives the migration resource
+    asked = str(event.get("ResourceProperties", {}).get("CodeVersion", ""))
+    direction = _layer_number(asked) - _layer_number(code_version) if asked and code_version else 0
+    if direction < 0:
+        # A failed update rolling back: this resource goes back to the release before, whose code runs on the
+        # schema as it is (docs/deploy.md, "Releases and upgrades"). Migrating again would retry what failed.
+        logger.info("schema kept as it is: the stack is rolling back", extra={"to": asked, "code": code_version})
+        return {"Applied": ""}
+    if direction > 0:
+        raise RuntimeError(f"this environment runs {code_version}, older than the {asked} the deploy asks for")
     applied = migrate_now()
     logger.info("schema migrated", extra={"applied": applied})
     return {"Applied": ",".join(applied)}
+
+
+def _layer_number(arn: str) -> int:
+    """The version of a layer version's ARN (`arn:aws:lambda:...:layer:name:7`): they only grow."""
+    number = arn.rsplit(":", 1)[-1]
+    return int(number) if number.isdigit() else 0
 
 
 def _reason(exc: BaseException) -> str:
