@@ -79,7 +79,8 @@ def _install(baseline: Baseline) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=BUILD_TIMEOUT_SECONDS)
     pins = venv / "layer-pins.txt"
     pins.write_text(_pins((baseline.source / "layers" / "common" / "requirements.txt").read_text()))
-    subprocess.run([str(baseline.python), "-m", "pip", "install", "--quiet", "-e", str(baseline.source), "-c", str(pins)],
+    subprocess.run([str(baseline.python), "-m", "pip", "install", "--quiet", "-e", str(baseline.source),
+                    "-c", str(pins)],
                    check=True, timeout=BUILD_TIMEOUT_SECONDS)
 
 

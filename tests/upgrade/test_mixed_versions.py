@@ -117,8 +117,8 @@ def window(servers: Any, database: str, tmp_path_factory: pytest.TempPathFactory
         client.close()
 
 
-def _run_window(commit: str, releases: dict[str, Release], runtimes: dict[str, Runtime], pool: ApiPool, target: UpgradeTarget,
-                database: str, redis_url: str, namespace: str) -> Window:
+def _run_window(commit: str, releases: dict[str, Release], runtimes: dict[str, Runtime], pool: ApiPool,
+                target: UpgradeTarget, database: str, redis_url: str, namespace: str) -> Window:
     old, new = runtimes[OLD], runtimes[NEW]
     exits: dict[str, list[int]] = {OLD: [], NEW: []}
     old.start()
@@ -239,7 +239,8 @@ def test_every_manual_run_and_notification_arrived_once(window: Window) -> None:
 
 
 def test_callbacks_made_by_one_release_complete_runs_through_the_other(window: Window) -> None:
-    calls = [c for c in window.callbacks if window.first <= window.runs[c.run_id].scheduled_for.timestamp() <= window.last]
+    calls = [c for c in window.callbacks
+             if window.first <= window.runs[c.run_id].scheduled_for.timestamp() <= window.last]
     assert calls and {c.status for c in calls} == {200}, Counter((c.via, c.status) for c in calls)
     crossed = {c.via for c in calls}
     assert crossed == {OLD, NEW}
@@ -285,7 +286,8 @@ def _report(window: Window) -> list[str]:
     per_phase = analysis.by_phase(lateness, window.phases, window.last + 1)
     mixed = [late for phase in window.phases if phase.mixed for late in per_phase[phase.name]]
     single = [late for phase in window.phases if not phase.mixed for late in per_phase[phase.name]]
-    lines = [f"baseline: {window.releases[OLD].label}, commit {window.baseline_commit}, beside {window.releases[NEW].label}",
+    lines = [f"baseline: {window.releases[OLD].label}, commit {window.baseline_commit}, "
+             f"beside {window.releases[NEW].label}",
              f"window: {window.last - window.first + 1} s, {len(load.expected)} load slots: {len(load.lost)} lost, "
              f"{len(load.duplicated) + len(load.extra_runs)} duplicated (flaky, doomed and callback jobs: see the "
              f"checks); API calls {len(window.calls)}, of them 5xx {sum(c.status >= 500 for c in window.calls)}; "

@@ -35,7 +35,8 @@ DISPATCHES = [
 # anchored on a start, one-off times, H and spread (from the job's id), windows.
 SCHEDULES = [
     ("* * * * * *", "UTC", None, None, None, 0), ("*/15 * * * * *", "UTC", None, None, None, 0),
-    ("0 30 2 * * *", "Europe/Berlin", None, None, None, 0), ("30 9 * * mon-fri", "America/New_York", None, None, None, 0),
+    ("0 30 2 * * *", "Europe/Berlin", None, None, None, 0),
+    ("30 9 * * mon-fri", "America/New_York", None, None, None, 0),
     ("rate(45 seconds)", "UTC", "2027-03-27T00:00:07+00:00", None, None, 0),
     ("at(2027-03-28T02:30)", "Europe/Berlin", None, None, None, 0), ("H H * * *", "UTC", None, None, None, 0),
     ("*/10 * * * * *", "UTC", None, "2027-03-27T00:05:00+00:00", "2027-03-27T00:09:00+00:00", 7),

@@ -233,11 +233,13 @@ NOTE_LOCKS = """
 CREATE TABLE migration_locks (version integer, relname text, mode text);
 CREATE FUNCTION note_migration_locks() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO migration_locks SELECT NEW.version, c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+    INSERT INTO migration_locks SELECT NEW.version, c.relname, l.mode
+        FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
         WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND l.granted;
     RETURN NEW;
 END $$;
-CREATE TRIGGER note_migration_locks BEFORE INSERT ON schema_migrations FOR EACH ROW EXECUTE FUNCTION note_migration_locks();
+CREATE TRIGGER note_migration_locks BEFORE INSERT ON schema_migrations
+    FOR EACH ROW EXECUTE FUNCTION note_migration_locks();
 """
 
 

@@ -20,9 +20,9 @@ concurrent build would wait for every other transaction of the database.
 
 Migrations run in order, each committed before the next starts, so a run cut short (the deploy's time ran
 out) has kept every migration before the one it was in, and the next run (the next deploy, the next `make
-dev`) goes on from there. A session advisory lock keeps two migrators of a schema apart; it is taken with short tries,
-never waited for inside a transaction (a concurrent index build waits for every older transaction, and
-would wait for a migrator queued on the lock while it holds it).
+dev`) goes on from there. A session advisory lock keeps two migrators of a schema apart; it is taken with
+short tries, never waited for inside a transaction (a concurrent index build waits for every older
+transaction, and would wait for a migrator queued on the lock while it holds it).
 """
 from __future__ import annotations
 
