@@ -54,16 +54,31 @@ def _holding_share_lock(url: str, table: str, seconds: float) -> threading.Threa
     return holder
 
 
+def _columns(conn: psycopg.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT column_name FROM information_schema.columns"
+                                           " WHERE table_schema = current_schema() AND table_name = 't'")}
+
+
 def test_each_migration_commits_on_its_own_and_a_failure_keeps_those_before_it(conn: psycopg.Connection) -> None:
+    migrate(conn, files=[TABLE])
+    added = Migration(2, "0002_b.sql", "ALTER TABLE t ADD COLUMN b int")
+    broken = Migration(3, "0003_broken.sql", "ALTER TABLE t ADD COLUMN c int; SELECT no_such_function()")
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        migrate(conn, files=[TABLE, added, broken])
+    assert _applied(conn) == ["0001_table.sql", "0002_b.sql"]
+    assert _columns(conn) == {"id", "a", "b"}  # nothing of the failed one
+    fixed = Migration(3, "0003_fixed.sql", "ALTER TABLE t ADD COLUMN c int")
+    assert migrate(conn, files=[TABLE, added, fixed]) == ["0003_fixed.sql"]  # the next run goes on from there
+
+
+def test_a_new_database_is_migrated_in_one_transaction(conn: psycopg.Connection) -> None:
+    """No writer and no row to keep going: one commit (the suite's every test, a new stack), and a failure
+    leaves the database new."""
     broken = Migration(2, "0002_broken.sql", "ALTER TABLE t ADD COLUMN b int; SELECT no_such_function()")
     with pytest.raises(psycopg.errors.UndefinedFunction):
         migrate(conn, files=[TABLE, broken])
-    assert _applied(conn) == ["0001_table.sql"]
-    columns = {row[0] for row in conn.execute("SELECT column_name FROM information_schema.columns"
-                                              " WHERE table_schema = current_schema() AND table_name = 't'")}
-    assert columns == {"id", "a"}  # nothing of the failed one
-    fixed = Migration(2, "0002_fixed.sql", "ALTER TABLE t ADD COLUMN b int")
-    assert migrate(conn, files=[TABLE, fixed]) == ["0002_fixed.sql"]  # the next run goes on from there
+    assert _applied(conn) == []
+    assert migrate(conn, files=[TABLE, BACKFILL]) == ["0001_table.sql", "0002_backfill.sql"]
 
 
 def test_every_migration_runs_with_the_lock_timeout_by_default(conn: psycopg.Connection) -> None:

@@ -14,9 +14,9 @@ A migration is a file `NNNN_name.sql` in tickwork/migrations, of one of three ki
   time in its own transaction, until it changes no row. What it did is committed batch by batch: cut short,
   it goes on from there the next time.
 
-On a new database (no migration applied yet) a no-transaction step runs as a plain transaction, its
-indexes built without CONCURRENTLY: its tables were made by this very run, so no writer waits, and a
-concurrent build would wait for every other transaction of the database.
+On a new database (no migration applied yet) every migration runs in one transaction, indexes built without
+CONCURRENTLY: its tables are made by this very run, so no writer waits (and a concurrent build would wait
+for every other transaction of the database); a failure leaves the database new.
 
 Migrations run in order, each committed before the next starts, so a run cut short (the deploy's time ran
 out) has kept every migration before the one it was in, and the next run (the next deploy, the next `make
@@ -110,8 +110,10 @@ def migrate(conn: Any, waits: LockWaits = LockWaits(), deadline: float | None = 
     try:
         conn.execute(_CREATE_TABLE)
         done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-        run.fresh = not done
-        return [migration.name for migration in todo if migration.version not in done and run.apply(migration)]
+        pending = [migration for migration in todo if migration.version not in done]
+        if not done:
+            return run.all_at_once(pending)
+        return [migration.name for migration in pending if run.apply(migration)]
     finally:
         run.unlock()
 
@@ -136,7 +138,6 @@ class _Run:
     def __init__(self, conn: Any, waits: LockWaits, deadline: float | None, sleep: Callable[[float], None]) -> None:
         self.conn, self.waits, self.deadline, self.sleep = conn, waits, deadline, sleep
         self.saved_lock_timeout = conn.execute("SHOW lock_timeout").fetchone()[0]
-        self.fresh = False  # a new database: no writer to keep going
 
     def lock(self) -> None:
         """The migrators' lock, asked for again every MIGRATOR_POLL_SECONDS for at most the lock timeout,
@@ -198,9 +199,6 @@ class _Run:
             self._record(migration)
 
     def _outside_transaction(self, migration: Migration) -> None:
-        if self.fresh:
-            self._plainly(migration)
-            return
         # A concurrent build holds a lock no writer waits for, then waits for the transactions older than it:
         # no lock timeout (the statement timeout, if any, still bounds it), or every wait for a slow one
         # would leave an invalid index to build again.
@@ -214,12 +212,17 @@ class _Run:
             self._set_lock_timeout(self.saved_lock_timeout)
         self._record(migration)
 
-    def _plainly(self, migration: Migration) -> None:
-        """A no-transaction step on a new database: in one transaction, its indexes built as plain ones."""
+    def all_at_once(self, pending: list[Migration]) -> list[str]:
+        """A new database: every migration in one transaction, indexes built plainly (a batch step changes
+        nothing: there are no rows yet)."""
         with self.conn.transaction():
-            for statement in migration.statements():
-                self.conn.execute(_CONCURRENTLY.sub("INDEX", statement))
-            self._record(migration)
+            self.conn.execute("SELECT set_config('lock_timeout', %s, true)", (_ms(self.waits.timeout_seconds),))
+            for migration in pending:
+                plain = migration.statements() if migration.kind is StepKind.NO_TRANSACTION else [migration.sql]
+                for statement in plain:
+                    self.conn.execute(_CONCURRENTLY.sub("INDEX", statement))
+                self._record(migration)
+        return [migration.name for migration in pending]
 
     def _drop_if_invalid(self, index: str) -> None:
         invalid = self.conn.execute("SELECT 1 FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid",
