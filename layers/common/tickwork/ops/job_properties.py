@@ -19,7 +19,7 @@ from tickwork.errors import InvalidInputError
 
 RESOURCE_TYPE = "Custom::TickworkJob"
 # The release that made ApiKey required (a resource made before it fails its next Create or Update without one).
-CREDENTIAL_SINCE = "0.2.0"
+CREDENTIAL_SINCE = "0.30.0"
 # CloudFormation adds these to every custom resource's properties.
 _CLOUDFORMATION = frozenset({"ServiceToken", "ServiceTimeout"})
 # Which job, whose, and the credential: not fields of the job's body.
