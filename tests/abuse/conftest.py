@@ -89,8 +89,9 @@ class Arena:
         return report
 
     def assert_benign_on_time(self, since: float, until: float | None = None) -> Lateness:
-        """Every benign slot from `since` to `until` (default: now) sent once and on time."""
-        until = time.time() if until is None else until
+        """Every benign slot from `since` to `until` (default: now, and at least 2 s after `since`) sent once and
+        on time."""
+        until = max(time.time() if until is None else until, since + 2.0)
         time.sleep(max(0.0, until + SETTLE_SECONDS - time.time()))
         report = self.benign_lateness(since, until)
         assert report.slots >= 1
