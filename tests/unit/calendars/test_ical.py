@@ -6,8 +6,11 @@ from datetime import date
 
 import pytest
 
+from tickwork.calendars.bounds import EXPANSION_STEPS
 from tickwork.calendars.ical import MAX_EVENT_DAYS, parse_ical
+from tickwork.calendars.recurrence import Rule
 from tickwork.calendars.rules import Calendar, Event, excluded_by
+from tickwork.calendars.walk import StepBudget
 from tickwork.errors import InvalidInputError
 
 
@@ -86,15 +89,15 @@ def test_what_is_not_an_all_day_calendar_is_a_400_naming_ical(text: str, message
     assert "secret meeting" not in caught.value.message and "not a calendar" not in caught.value.message
 
 
-def test_at_most_100_recurring_events_and_a_daily_rule_from_long_ago_expands_fast() -> None:
+def test_at_most_100_rrules_a_calendar_counted_by_rule_not_by_event() -> None:
     with pytest.raises(InvalidInputError) as caught:
-        parse_ical(ics(*["DTSTART;VALUE=DATE:20200101\r\nRRULE:FREQ=WEEKLY"] * 101))
-    assert caught.value.field == "ical" and "at most 100 events with an RRULE" in caught.value.message
-    # dateutil walks a rule from its start: a rule from the year 1 starts counting near the year asked.
-    every_other_day = Calendar("c", frozenset(), parse_ical(ics("DTSTART;VALUE=DATE:00010101\r\nRRULE:FREQ=DAILY;INTERVAL=2")))
-    first_day = date(1, 1, 1)
-    assert [d for d in (date(8999, 6, 1), date(8999, 6, 2)) if every_other_day.excludes(d)] == [
-        d for d in (date(8999, 6, 1), date(8999, 6, 2)) if (d - first_day).days % 2 == 0]
+        parse_ical(ics(*["DTSTART;VALUE=DATE:20200101\r\nRRULE:FREQ=YEARLY"] * 101))
+    assert caught.value.field == "ical" and caught.value.message == "event 101: at most 100 RRULEs a calendar"
+    two_each = "DTSTART;VALUE=DATE:20200101\r\nRRULE:FREQ=YEARLY\r\nRRULE:FREQ=YEARLY;BYMONTH=6"
+    assert len(parse_ical(ics(*[two_each] * 50))) == 50
+    with pytest.raises(InvalidInputError) as caught:
+        parse_ical(ics(*[two_each] * 51))
+    assert caught.value.message == "event 51: at most 100 RRULEs a calendar"
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -111,9 +114,11 @@ def test_a_rule_that_starts_counting_later_gives_the_dates_a_full_walk_gives(see
         text = f"FREQ={frequency};INTERVAL={rng.randint(1, 5)}{extra}"
         start = date(rng.randint(1990, 2020), rng.randint(1, 12), rng.randint(1, 28))
         event, year = Event(start, rng.randint(1, 3), (text,)), rng.randint(2021, 2045)
+        budget = StepBudget(EXPANSION_STEPS)
         walk = rrule.rruleset()
         walk.rdate(datetime.combine(start, datetime.min.time()))
         walk.rrule(rrule.rrulestr(text, dtstart=datetime.combine(start, datetime.min.time())))
         expected = {m.date() + timedelta(days=n) for m in walk.between(datetime(year - 1, 12, 20), datetime(year, 12, 31), inc=True)
                     for n in range(event.days)}
-        assert set(event.dates_in(year)) == {d for d in expected if d.year == year}, (text, start, year)
+        assert set(event.dates_in(year, budget)) == {d for d in expected if d.year == year}, (text, start, year)
+        assert budget.used <= Rule.parse(text).cost(event.days)

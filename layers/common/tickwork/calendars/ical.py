@@ -2,7 +2,9 @@
 (tickwork.calendars.rules.Event): every VEVENT must be all-day (DTSTART;VALUE=DATE), may span several
 days (DTEND or DURATION in whole days) and may recur (RRULE by day, week, month or year; RDATE; EXDATE).
 
-Every refusal is an InvalidInputError naming `ical` and saying which event and why, never quoting the text.
+Every refusal is an InvalidInputError naming `ical` and saying which event and why, never quoting the text;
+what a calendar may hold (dates, rules, their cost) is decided in tickwork.calendars.rules.bounded_events,
+the same check that reads a calendar stored before those bounds.
 """
 from __future__ import annotations
 
@@ -11,22 +13,13 @@ from typing import Any, Callable, TypeVar
 
 import icalendar
 
-from tickwork.calendars.rules import Event
+from tickwork.calendars.bounds import MAX_EVENT_DAYS, MAX_EVENTS
+from tickwork.calendars.checks import bounded_events
+from tickwork.calendars.events import Event
 from tickwork.errors import InvalidInputError
 
 FIELD = "ical"
-# A holiday feed holds a few hundred events; past this a calendar is a data set, not a list of days off.
-MAX_EVENTS = 2000
-# Each recurring event is expanded for every year a schedule asks about (the poller: this one and the next); a
-# holiday calendar has a few dozen.
-MAX_RECURRING = 100
-# An event covering more than a year is not a day off.
-MAX_EVENT_DAYS = 366
-# All-day events recur by day at the finest; a rule with times of day does not describe dates.
-_FREQUENCIES = frozenset({"DAILY", "WEEKLY", "MONTHLY", "YEARLY"})
-_TIME_PARTS = frozenset({"BYHOUR", "BYMINUTE", "BYSECOND"})
-_RANGES = {"BYMONTH": (1, 12), "BYMONTHDAY": (1, 31), "BYYEARDAY": (1, 366), "BYWEEKNO": (1, 53),
-           "BYSETPOS": (1, 366), "INTERVAL": (1, 1000), "COUNT": (1, 1000)}
+__all__ = ["FIELD", "MAX_EVENT_DAYS", "MAX_EVENTS", "parse_ical"]
 T = TypeVar("T")
 
 
@@ -41,22 +34,21 @@ def parse_ical(text: str) -> tuple[Event, ...]:
     events = [component for calendar in calendars for component in calendar.walk("VEVENT")]
     if len(events) > MAX_EVENTS:
         raise InvalidInputError(FIELD, f"at most {MAX_EVENTS} events, got {len(events)}")
-    parsed = tuple(_event(number, component) for number, component in enumerate(events, 1))
-    recurring = sum(1 for event in parsed if event.rrules)
-    if recurring > MAX_RECURRING:
-        raise InvalidInputError(FIELD, f"at most {MAX_RECURRING} events with an RRULE, got {recurring}")
-    return parsed
+    parsed = [(number, _event(number, component)) for number, component in enumerate(events, 1)]
+    return bounded_events(parsed, _refuse)
+
+
+def _refuse(where: str, reason: str) -> None:
+    raise InvalidInputError(FIELD, f"{where}: {reason}")
 
 
 def _event(number: int, component: Any) -> Event:
     where = f"event {number}"
     start = _checked(where, "DTSTART", lambda: _date(component, "DTSTART", where, required=True))
     days = _checked(where, "DTEND or DURATION", lambda: _days(component, start, where))
-    rules = _checked(where, "RRULE", lambda: _rrules(component, where))
-    event = Event(start, days, rules, _checked(where, "RDATE", lambda: _dates(component, "RDATE", where)),
-                  _checked(where, "EXDATE", lambda: _dates(component, "EXDATE", where)))
-    _checked(where, "RRULE", event.ruleset)  # dateutil's own checks: refused now, not when first expanded
-    return event
+    rules = _checked(where, "RRULE", lambda: _rrules(component))
+    return Event(start, days, rules, _checked(where, "RDATE", lambda: _dates(component, "RDATE", where)),
+                 _checked(where, "EXDATE", lambda: _dates(component, "EXDATE", where)))
 
 
 def _checked(where: str, name: str, read: Callable[[], T]) -> T:
@@ -92,34 +84,14 @@ def _days(component: Any, start: date, where: str) -> int:
         days = duration.days
     else:
         days = 1  # RFC 5545: an all-day DTSTART without DTEND or DURATION lasts that one day
-    if not 1 <= days <= MAX_EVENT_DAYS:
-        raise InvalidInputError(FIELD, f"{where}: must cover 1 to {MAX_EVENT_DAYS} days (DTEND is the day after "
-                                        f"the last), got {days}")
-    return days
+    return days  # 1 to MAX_EVENT_DAYS: checked by bounded_events
 
 
-def _rrules(component: Any, where: str) -> tuple[str, ...]:
+def _rrules(component: Any) -> tuple[str, ...]:
+    """Its RRULEs as text (each read and checked by bounded_events)."""
     found = component.get("RRULE")
     rules = found if isinstance(found, list) else [] if found is None else [found]
-    texts = []
-    for rule in rules:
-        frequency = (rule.get("FREQ") or [""])[0]
-        if str(frequency).upper() not in _FREQUENCIES:
-            raise InvalidInputError(FIELD, f"{where}: RRULE FREQ must be DAILY, WEEKLY, MONTHLY or YEARLY")
-        if _TIME_PARTS & {str(part).upper() for part in rule}:
-            raise InvalidInputError(FIELD, f"{where}: RRULE of an all-day event cannot name hours, minutes or seconds")
-        _check_ranges(rule, where)
-        texts.append(rule.to_ical().decode("ascii"))
-    return tuple(texts)
-
-
-def _check_ranges(rule: Any, where: str) -> None:
-    """What dateutil takes silently and then never fires on (BYMONTH=13, INTERVAL=0) is refused."""
-    for part, (low, high) in _RANGES.items():
-        for value in rule.get(part) or ():
-            number = int(value)
-            if not low <= abs(number) <= high or (number < 0 and part in ("BYMONTH", "INTERVAL", "COUNT")):
-                raise InvalidInputError(FIELD, f"{where}: RRULE {part} must be in {low}-{high}")
+    return tuple(rule.to_ical().decode("ascii") for rule in rules)
 
 
 def _dates(component: Any, name: str, where: str) -> tuple[date, ...]:
