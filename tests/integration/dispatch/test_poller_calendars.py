@@ -98,3 +98,35 @@ def test_a_calendar_changed_under_the_poller_counts_once_its_cache_refreshes(ser
     polling.calendars = cache
     polling.tick(to_ms(CHRISTMAS) + 50)
     assert [(r[1], r[2]) for r in executions(services, job_id)] == [(CHRISTMAS, "skipped")]
+
+
+def test_a_calendar_stored_out_of_bounds_by_the_old_release_is_read_tolerantly_and_the_job_goes_on(
+    services: Services, invoker, caplog,
+) -> None:
+    """The issue's calendar (DTSTART 9999-12-31, two days) as the release before the bounds stored it, beside
+    2,000 rules that never match and Christmas: the poller's cache leaves out (and logs) what is out of bounds,
+    Christmas still excludes, and a job every second with that calendar runs tick after tick (it raised
+    OverflowError on every tick, its next run frozen)."""
+    daily = job_with_calendar(services, "0 0 9 * * *", "skip", [])
+    every_second = insert_job(services, schedule="* * * * * *", next_run_at=BOXING_DAY, index=False)
+    with services.db.connection() as conn:
+        tenant_id = jobs_store.get_jobs(conn, [daily])[0].tenant_id
+        conn.execute("UPDATE calendars SET compiled = %s WHERE name = 'us-holidays'", (Jsonb({"dates": [], "events": [
+            {"start": "9999-12-31", "days": 2},
+            {"start": "2026-01-01", "days": 1, "rrules": ["FREQ=WEEKLY;BYMONTH=2;BYMONTHDAY=30"] * 2000},
+            {"start": "2020-12-25", "days": 1, "rrules": ["FREQ=YEARLY"]}]}),))
+        conn.execute("UPDATE jobs SET calendar = %s WHERE id = %s",
+                     (Jsonb({"exclude": ["us-holidays"], "on_excluded": "skip"}), every_second))
+        job = jobs_store.get_jobs(conn, [every_second])[0]
+    scheduling.index_job(due_index(services), job)
+    caplog.set_level("WARNING")
+    polling = poller(services)
+    polling.tick(to_ms(CHRISTMAS) + 50)
+    for second in range(3):
+        polling.tick(to_ms(BOXING_DAY) + second * 1000 + 50)
+    assert [(r[1], r[2]) for r in executions(services, daily)] == [(CHRISTMAS, "skipped"), (BOXING_DAY, "queued")]
+    assert [(r[1], r[2]) for r in executions(services, every_second)][:3] == [
+        (BOXING_DAY.replace(second=s), "queued") for s in range(3)]
+    logged = [r for r in caplog.records if r.getMessage().startswith("calendar holds what is out of bounds")]
+    assert {(r.tenant_id, r.calendar) for r in logged} == {(str(tenant_id), "us-holidays")}
+    assert "event 1: DTSTART outside 1970-01-01..2200-12-31; left out" in logged[0].left_out

@@ -54,6 +54,10 @@ class CalendarDetail(BaseModel):
         f"its events' (these looked for up to {calendars.UPCOMING_YEARS} years ahead)."))
     used_by: list[CalendarUser] = Field(description=(
         f"Jobs (not deleted) that exclude by it, oldest first, at most {calendars.USERS_LISTED}."))
+    warnings: list[str] = Field(description=(
+        "What of a calendar stored by an earlier release is outside today's bounds and so left out (excludes "
+        "nothing), each with where and why (`event 3: DTSTART outside 1970-01-01..2200-12-31; left out`). "
+        "Empty for every calendar written since: a PUT refuses what is out of bounds."))
     created_at: Timestamp
     updated_at: Timestamp
 
@@ -101,4 +105,5 @@ def _detail(calendar: calendars.CalendarInUse) -> CalendarDetail:
                           events=len(row.compiled.get("events", ())),
                           upcoming=[d.isoformat() for d in calendar.upcoming],
                           used_by=[CalendarUser(id=str(job.id), name=job.name) for job in calendar.used_by],
+                          warnings=calendar.warnings,
                           created_at=rfc3339(row.created_at) or "", updated_at=rfc3339(row.updated_at) or "")

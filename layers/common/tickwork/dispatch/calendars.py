@@ -64,7 +64,7 @@ class CalendarCache:
                 if known is not None and known.updated_at == updated_at and updated_at is not None:
                     known.read_at = now  # unchanged: keep its expanded years
                     continue
-                calendar = None if compiled is None else Calendar.from_json(key[1], compiled)
+                calendar = None if compiled is None else calendars_store.calendar_of(key[0], key[1], compiled)
                 if compiled is None:
                     logger.warning("a job names a calendar that no longer exists; nothing is excluded by it",
                                    extra={"tenant_id": key[0], "calendar": key[1]})

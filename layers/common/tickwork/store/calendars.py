@@ -3,13 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+from aws_lambda_powertools import Logger
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from tickwork.calendars.rules import Calendar
 from tickwork.models import JobRow
 from tickwork.store.jobs import JOB_COLUMNS
+
+logger = Logger(child=True)
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,16 @@ class CalendarRow:
 
 
 _COLUMNS = "name, dates, ical, compiled, created_at, updated_at"
+
+
+def calendar_of(tenant_id: str, name: str, compiled: Mapping[str, Any]) -> Calendar:
+    """A stored compiled form as schedules read it. What of one stored by an older release lies outside the
+    bounds (tickwork.calendars.bounds) is left out, in its `warnings`, and logged with the tenant and name."""
+    calendar = Calendar.from_json(name, compiled)
+    if calendar.warnings:
+        logger.warning("calendar holds what is out of bounds: left out, it excludes nothing",
+                       extra={"tenant_id": tenant_id, "calendar": name, "left_out": calendar.warnings})
+    return calendar
 
 
 def lock_tenant(conn: Any, tenant_id: str) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Mapping, Sequence
 
+from tickwork.calendars.bounds import HORIZON_YEARS
+from tickwork.calendars.checks import bounded_dates
 from tickwork.calendars.ical import parse_ical
 from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
@@ -36,9 +38,9 @@ MAX_EXCLUDE = 10
 # Jobs a 409 for deleting a calendar still in use names.
 _NAMED_JOBS = 5
 # A calendar's next dates as its detail lists them, and how many years ahead its events are expanded for
-# them (one expansion a year: a calendar whose events have ended costs this many).
+# them (one expansion a year: a calendar whose events have ended costs this many): its horizon.
 UPCOMING = 10
-UPCOMING_YEARS = 5
+UPCOMING_YEARS = HORIZON_YEARS
 # Jobs using it that a calendar's detail lists.
 USERS_LISTED = 20
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
@@ -47,17 +49,20 @@ _MS = timedelta(milliseconds=1)
 
 @dataclass(frozen=True)
 class CalendarInUse:
-    """A calendar with its next excluded dates (from today, UTC, on) and the first jobs that exclude by it."""
+    """A calendar with its next excluded dates (from today, UTC, on), the first jobs that exclude by it, and
+    what of it was left out as out of bounds (a calendar stored by an older release)."""
 
     row: CalendarRow
     upcoming: list[date]
     used_by: list[JobRow]
+    warnings: list[str]
 
 
 def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str | None) -> tuple[CalendarInUse, bool]:
     """Create or replace; returns the calendar and whether it was created."""
     _check_name(name)
     row = compiled_row(name, dates, ical, scope.now)
+    upcoming = _upcoming(Calendar.from_json(name, row.compiled), scope.now)  # expanded before anything is written
     with scope.db.connection() as conn, conn.transaction():
         store.lock_tenant(conn, scope.tenant_id)
         if store.get(conn, scope.tenant_id, name) is None and store.count(conn, scope.tenant_id) >= MAX_CALENDARS:
@@ -70,7 +75,7 @@ def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str
         users = [] if created else store.jobs_using(conn, scope.tenant_id, name, limit=USERS_LISTED)
     for job in moved:
         scheduling.index_job(scope.index, job)
-    return _in_use(stored, users, scope.now), created
+    return CalendarInUse(stored, upcoming, users, []), created
 
 
 def compiled_row(name: str, dates: Sequence[str] | None, ical: str | None, now: datetime) -> CalendarRow:
@@ -98,12 +103,17 @@ def get_calendar(scope: Scope, name: str) -> CalendarInUse:
         if row is None:
             raise NotFoundError("calendar not found")
         users = store.jobs_using(conn, scope.tenant_id, name, limit=USERS_LISTED)
-    return _in_use(row, users, scope.now)
+    return _in_use(scope, row, users)
 
 
-def _in_use(row: CalendarRow, users: list[JobRow], now: datetime) -> CalendarInUse:
-    calendar = Calendar.from_json(row.name, row.compiled)
-    return CalendarInUse(row, calendar.upcoming(now.date(), UPCOMING, UPCOMING_YEARS), users)
+def _in_use(scope: Scope, row: CalendarRow, users: list[JobRow]) -> CalendarInUse:
+    calendar = store.calendar_of(scope.tenant_id, row.name, row.compiled)
+    return CalendarInUse(row, _upcoming(calendar, scope.now), users, calendar.warnings)
+
+
+def _upcoming(calendar: Calendar, now: datetime) -> list[date]:
+    """Its next dates from `now`'s date on, its recurring events looked for within its horizon from there."""
+    return calendar.within(now.date()).upcoming(now.date(), UPCOMING, UPCOMING_YEARS)
 
 
 def delete_calendar(scope: Scope, name: str) -> None:
@@ -140,7 +150,7 @@ def job_calendars(conn: Any, tenant_id: str, calendar: Mapping[str, Any] | None,
     for position, name in enumerate(names):
         if check and name not in found:
             raise InvalidInputError(f"{field}.exclude.{position}", "no calendar of that name: PUT /calendars/{name} first")
-    return [Calendar.from_json(name, found[name]) for name in names if name in found]
+    return [store.calendar_of(tenant_id, name, found[name]) for name in names if name in found]
 
 
 def job_schedule(job: JobRow, calendars: Sequence[Calendar]) -> Schedule | ExcludingSchedule:
@@ -173,27 +183,39 @@ def preview_slots(scope: Scope, schedule: Schedule, calendar: Mapping[str, Any],
                   count: int) -> list[SlotDetail]:
     """A previewed schedule's next `count` slots with a job's `calendar` applied, each with what the calendars
     did to it (400 naming `calendar.exclude.N` for a calendar the tenant does not have)."""
+    start = after or scope.now
     with scope.db.connection() as conn:
-        found = job_calendars(conn, scope.tenant_id, calendar, check=True)
+        found = [c.within(start.date()) for c in job_calendars(conn, scope.tenant_id, calendar, check=True)]
     excluding = ExcludingSchedule(schedule, found, calendar.get("on_excluded", DEFAULT_ON_EXCLUDED))
-    return excluding.slots(after or scope.now, count)
+    return excluding.slots(start, count)
 
 
 def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, written
     with a new version (a poller holding the old slot cannot record it) and returned for the due index."""
-    moved = []
+    moved: list[JobRow] = []
+    known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         if job.status != "active" or (job.calendar or {}).get("on_excluded") != "next_day":
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
-        again = aimed(replace(job, next_run_at=first), job_calendars(conn, scope.tenant_id, job.calendar), scope.now)
+        again = aimed(replace(job, next_run_at=first), _shared(conn, scope.tenant_id, job.calendar, known), scope.now)
         if again.next_run_at != job.next_run_at:
             again = replace(again, version=job.version + 1, updated_at=scope.now,
                             status="active" if again.next_run_at else "completed")
             jobs_store.update_job(conn, again)
             moved.append(again)
     return moved
+
+
+def _shared(conn: Any, tenant_id: str, calendar: Mapping[str, Any], known: dict[str, Calendar | None]) -> list[Calendar]:
+    """job_calendars for one of many jobs: each calendar read, and each of its years expanded, once for all."""
+    names = list(calendar.get("exclude") or ())
+    missing = [name for name in names if name not in known]
+    if missing:
+        read = {found.name: found for found in job_calendars(conn, tenant_id, {"exclude": missing})}
+        known.update((name, read.get(name)) for name in missing)
+    return [found for name in names if (found := known[name]) is not None]
 
 
 def _check_name(name: str) -> None:
@@ -204,13 +226,17 @@ def _check_name(name: str) -> None:
 def _dates(values: Sequence[str]) -> set[date]:
     if len(values) > MAX_DATES:
         raise InvalidInputError("dates", f"at most {MAX_DATES} dates, got {len(values)}")
-    found = set()
+    found = []
     for position, value in enumerate(values):
         try:
             if not isinstance(value, str) or not _DATE.match(value):
                 raise ValueError
-            found.add(date.fromisoformat(value))
+            found.append((position, date.fromisoformat(value)))
         except ValueError:
             raise InvalidInputError(f"dates.{position}", "must be a date as YYYY-MM-DD (a day that exists)") from None
-    return found
+    return set(bounded_dates(found, _refuse))
+
+
+def _refuse(where: str, reason: str) -> None:
+    raise InvalidInputError(where, reason)
 
