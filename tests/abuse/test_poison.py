@@ -61,24 +61,21 @@ def test_the_reported_session_answers_400_naming_ical_and_nothing_stops(arena: A
     assert _sent_to(arena, "/hostile/p", time.time() - 3) >= 1  # its own job runs again too
 
 
-def test_a_poisoned_calendar_already_stored_is_quarantined_and_the_others_go_on(arena: Arena) -> None:
-    """Stored by a release that did not refuse it: the poller must never raise for it every tick."""
+def test_a_calendar_stored_out_of_bounds_is_read_tolerantly_and_nothing_stops(arena: Arena) -> None:
+    """Stored by a release that did not refuse it (the event at the end of year 9999): the poller reads the
+    calendar without what is out of bounds, the job goes on, and the calendar's GET says what was left out."""
     assert arena.hostile("PUT", "/calendars/stored-bomb", {"dates": ["2031-01-01"]})[0] == 201
-    job = _hostile_job(arena, "stored-bomb", "/hostile/q")
+    _hostile_job(arena, "stored-bomb", "/hostile/q")
     now = datetime.now(timezone.utc)
     bomb = CalendarRow("stored-bomb", [], BOMB, {"dates": [], "events": [{"start": "9999-12-31", "days": 2}]},
                        now, now)
     assert arena.runtime._services is not None
     with arena.runtime._services.db.connection() as conn:
         calendars_store.put(conn, arena.hostile_tenant, bomb)
-    started = time.time()
+    arena.assert_benign_on_time(time.time())
 
     _stall_and_check(arena)
 
-    # The hostile job is held out of the way with its reason shown, not dropped and not retried every tick.
-    def errored() -> bool:
-        status, shown = arena.hostile("GET", f"/jobs/{job['id']}")
-        return status == 200 and shown["status"] == "errored" and bool(shown.get("error_reason"))
-
-    assert wait_for(errored, timeout=30, interval=0.5)
-    arena.assert_benign_on_time(started + 1.0)
+    assert _sent_to(arena, "/hostile/q", time.time() - 3) >= 1  # its own job runs on
+    status, shown = arena.hostile("GET", "/calendars/stored-bomb")
+    assert status == 200 and shown["warnings"], shown
