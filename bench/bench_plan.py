@@ -1,4 +1,4 @@
-"""µs per due job in the poller's plan (tickwork.dispatch.poller.plan_batch), for the schedule features that
+"""µs per due job in the poller's plan (tickwork.dispatch.planning.plan_batch), for the schedule features that
 make a job's plan its own: H and spread (a spec per job, so the parsed-schedule cache is not shared) and
 calendars (looked up per job, and a slot on an excluded date moved), beside plain jobs sharing one spec, in
 one run.
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from tickwork.calendars.rules import Calendar
 from tickwork.dispatch.calendars import CalendarCache
-from tickwork.dispatch.poller import plan_batch
+from tickwork.dispatch.planning import plan_batch
 from tickwork.dueindex.entries import DueEntry
 from tickwork.schedule import engine
 from tickwork.schedule.engine import parse_schedule

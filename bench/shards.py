@@ -4,7 +4,7 @@ The benchmark starts its own cluster (tickwork_local.cluster: Debian's redis-ser
 temporary directories, free ports, torn down after) and talks to it with redis-py's RedisCluster, as a
 deployment on a cluster-mode cache does. For each shard count it indexes the same jobs, all due at one
 instant, and times the claim path of a tick without Postgres: per shard, `Shard.fetch_due_counting` (the due
-entries with their specs, one Lua call per batch of 1,000), `poller.plan_batch` (each job's next slot),
+entries with their specs, one Lua call per batch of 1,000), `planning.plan_batch` (each job's next slot),
 `Shard.claim` (the compare-and-set of every score, one Lua call per batch), until the shard is empty.
 Postgres is left out on purpose: its cost per run is the same whatever the shard count (docs/scaling.md
 has it), and this measures the ceiling sharding lifts.
@@ -34,7 +34,7 @@ import redis
 
 from bench.harness import mark_built
 from bench.phases import Unavailable
-from tickwork.dispatch.poller import plan_batch
+from tickwork.dispatch.planning import plan_batch
 from tickwork.dueindex.entries import encode_spec, job_member
 from tickwork.dueindex.index import DueIndex
 from tickwork.dueindex.shard import Shard

@@ -4,7 +4,8 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 
 from tickwork.calendars.rules import Calendar
-from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, plan_batch, tick_point
+from tickwork.dispatch.planning import plan_batch
+from tickwork.dispatch.poller import TICK_OFFSET_MS, next_tick_at, tick_point
 from tickwork.dueindex.entries import DueEntry
 from tickwork.models import Dispatch
 from tickwork.rules.policy import MAX_COUNTED_MISSES

@@ -16,29 +16,26 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from aws_lambda_powertools import Logger
 
 from tickwork import metrics
 from tickwork.dispatch.backlog import BacklogShares, Cursor
-from tickwork.calendars.rules import Calendar
 from tickwork.dispatch import calendars as calendar_cache
 from tickwork.dispatch.budget import Budgets
-from tickwork.dispatch.calendars import keys_of as calendar_keys
-from tickwork.dueindex.entries import Claim, DueEntry
+from tickwork.dispatch.planning import plan_batch
+from tickwork.dueindex.entries import DueEntry
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
 from tickwork.dueindex.shard import Shard
-from tickwork.errors import ConfigurationError, ScheduleError
+from tickwork.errors import ConfigurationError
 from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules import lookahead
-from tickwork.rules.policy import LATENESS_TOLERANCE_MS, SlotPlan
-from tickwork.schedule import specs as scheduling
-from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule
+from tickwork.rules.policy import LATENESS_TOLERANCE_MS
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339, to_ms
 from tickwork.wiring import Services
@@ -90,108 +87,6 @@ class TickResult:
         for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
                      "unplanned", "deferred", "delayed"):
             setattr(self, name, getattr(self, name) + getattr(part, name))
-
-
-@dataclass
-class BatchPlan:
-    """What to do with one fetched batch, decided without I/O.
-
-    Each claim pairs with what winning it means: a new slot to record (a job) or a dispatch (a retry
-    or manual run that already has its execution row).
-    """
-
-    claims: list[tuple[Claim, executions_store.Slot | Dispatch]] = field(default_factory=list)
-    missing_specs: list[str] = field(default_factory=list)
-    unplanned: int = 0  # entries after the budget ran out: not claimed, still due
-
-
-def plan_batch(entries: list[DueEntry], now_ms: int, out_of_time: Callable[[], bool] = lambda: False,
-               calendars: Mapping[tuple[str, str], Calendar] | None = None) -> BatchPlan:
-    """Plan each entry in order until `out_of_time()` (asked after each one, so a batch always plans one);
-    `calendars`: those the entries' jobs name, by (tenant id, name) (tickwork.dispatch.calendars)."""
-    plan = BatchPlan()
-    applied: dict[tuple[Any, ...], ExcludingSchedule] = {}
-    for done, entry in enumerate(entries, 1):
-        _plan_entry(plan, entry, now_ms, calendars or {}, applied)
-        if done < len(entries) and out_of_time():
-            plan.unplanned = len(entries) - done
-            break
-    return plan
-
-
-def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mapping[tuple[str, str], Calendar],
-                applied: dict[tuple[Any, ...], ExcludingSchedule]) -> None:
-    if not entry.is_job:
-        execution_id, attempt = entry.execution()
-        kind = "notification" if entry.is_notification else "completion" if entry.is_completion else "run"
-        plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score, kind)))
-        return
-    schedule = _schedule_or_none(entry)
-    if schedule is None or entry.spec is None:
-        plan.missing_specs.append(entry.job_id)
-        return
-    schedule = _with_calendars(schedule, entry.spec, calendars, applied)
-    if isinstance(schedule, ExcludingSchedule) and (aimed := schedule.next_after_ms(entry.score - 1)) != entry.score:
-        # Its score is a slot its calendars moved away (a calendar changed since, or a first slot from the bare
-        # schedule): move the job on to where the slot now is, recording nothing.
-        slot = executions_store.Slot(entry.job_id, from_ms(entry.score), _dt(aimed), int(entry.spec["v"]), None)
-        plan.claims.append((Claim(entry.member, entry.score, aimed), slot))
-        return
-    decision = scheduling.plan_claim(entry.spec, schedule, entry.score, now_ms)
-    claim = Claim(entry.member, entry.score, decision.next_ms)
-    plan.claims.append((claim, _slot(entry.job_id, entry.score, entry.spec, decision, schedule)))
-
-
-def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[tuple[str, str], Calendar],
-                    applied: dict[tuple[Any, ...], ExcludingSchedule]) -> Any:
-    """The job's schedule with the calendars its spec names applied (those missing exclude nothing). One per
-    schedule, calendars and mode in a batch (`applied`): jobs sharing a spec share its answers."""
-    keys = tuple(key for key in calendar_keys(spec) if key in calendars)
-    if not keys:
-        return schedule
-    mode = spec["c"].get("on_excluded", "skip")
-    found = applied.get((schedule, keys, mode))
-    if found is None:
-        found = applied[(schedule, keys, mode)] = ExcludingSchedule(schedule, [calendars[k] for k in keys], mode)
-    return found
-
-
-def _slot(job_id: str, claimed_ms: int, spec: dict[str, Any], decision: SlotPlan,
-          schedule: Any = None) -> executions_store.Slot:
-    note = skipped = None
-    if isinstance(schedule, ExcludingSchedule) and decision.fire_ms is not None:
-        skipped = excluded_note(schedule, decision.fire_ms)
-    if decision.missed_count:
-        count = f"at least {decision.missed_count}" if decision.missed_at_least else str(decision.missed_count)
-        note = (f"missed {count} run(s) from this slot on: Tickwork was behind and the job's "
-                f"catch-up policy ({spec.get('ca')}, {spec.get('cw')} s window) did not run them")
-    return executions_store.Slot(
-        job_id, from_ms(claimed_ms), _dt(decision.next_ms), int(spec["v"]), _dt(decision.fire_ms),
-        decision.missed_count, note, skipped,
-    )
-
-
-def excluded_note(schedule: ExcludingSchedule, slot_ms: int) -> str | None:
-    """Why a slot is recorded skipped instead of run (its date is excluded), or None when it runs."""
-    name = schedule.excluded_by(slot_ms)
-    if name is None:
-        return None
-    day = schedule.local_date(slot_ms).isoformat()
-    unmoved = "" if schedule.on_excluded == "skip" else f" and no date within {MOVE_DAYS} days after it is free"
-    return f"skipped: {day} is excluded by calendar {name}{unmoved}"
-
-
-def _dt(ms: int | None) -> datetime | None:
-    return None if ms is None else from_ms(ms)
-
-
-def _schedule_or_none(entry: DueEntry) -> Any:
-    if not entry.spec:
-        return None
-    try:
-        return scheduling.schedule_of(entry.spec)
-    except (ScheduleError, KeyError, TypeError, ValueError):
-        return None
 
 
 @functools.lru_cache(maxsize=1)
