@@ -33,7 +33,7 @@ def _every_record_call() -> None:
     """Each record_* function with values that make it emit everything it can."""
     from types import SimpleNamespace
 
-    metrics.record_tick(SimpleNamespace(locked=True, dispatched=3, delayed=1, missed=1, rebuilt=True))
+    metrics.record_tick(SimpleNamespace(locked=True, dispatched=3, delayed=1, missed=1, rebuilt=True, quarantined=2))
     metrics.record_backlog(0)
     metrics.record_attempts([(status, 1, 2) for status in metrics.ATTEMPT_STATUSES])
     for reason in ("duplicate", "skipped", "waiting", "anything else"):
@@ -52,8 +52,8 @@ def test_a_locked_tick_counts_one_tick_and_the_backlog_is_recorded_even_when_zer
     from types import SimpleNamespace
 
     metrics.flush()
-    metrics.record_tick(SimpleNamespace(locked=False, dispatched=0, delayed=0, missed=0, rebuilt=False))
+    metrics.record_tick(SimpleNamespace(locked=False, dispatched=0, delayed=0, missed=0, rebuilt=False, quarantined=0))
     assert _recorded() == {}
-    metrics.record_tick(SimpleNamespace(locked=True, dispatched=0, delayed=0, missed=0, rebuilt=False))
+    metrics.record_tick(SimpleNamespace(locked=True, dispatched=0, delayed=0, missed=0, rebuilt=False, quarantined=0))
     metrics.record_backlog(0)
     assert _recorded() == {"Ticks": ("Count", [1.0]), "DueBacklog": ("Count", [0.0])}

@@ -163,3 +163,12 @@ class SealError(TickworkError):
 
 class LateError(TimeoutError):
     """An attempt's time ran out before its request could be written: nothing was sent (tickwork.http)."""
+
+
+class CalendarUnreadableError(TickworkError):
+    """A calendar a job excludes by could not be read or compiled (its stored form is broken): the poller sets
+    that job aside (tickwork.dispatch.quarantine). Never reaches the API."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"a calendar could not be read: {type(cause).__name__}")
+        self.cause = cause

@@ -25,6 +25,7 @@ _MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned")
 # (tests/unit/test_template.py checks it).
 NAMES = frozenset({
     "Ticks", "DueBacklog", "Dispatched", "RunsDelayed", "MissedRuns", "IndexRebuilds", "FireLag", "RequestDuration",
+    "QuarantinedEntries",
     "RunsNotStarted", *_NOT_STARTED.values(),
     *(f"Runs{status.capitalize()}" for status in ATTEMPT_STATUSES),
     *(f"Maintenance{name.capitalize()}" for name in _MAINTENANCE),
@@ -49,6 +50,8 @@ def record_tick(result: Any) -> None:
     count("RunsDelayed", result.delayed)
     count("MissedRuns", result.missed)
     count("IndexRebuilds", int(result.rebuilt))
+    # Due-index entries whose handling raised, set aside (tickwork.dispatch.quarantine): 0 in a healthy tick.
+    count("QuarantinedEntries", result.quarantined)
 
 
 def record_backlog(due: int) -> None:

@@ -82,6 +82,11 @@ class JobRow:
     spread_seconds: int = 0
     completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.runs.completion
     calendar: dict[str, Any] | None = None  # {"exclude": [calendar names], "on_excluded": "skip" | "next_day"}
+    # In quarantine (tickwork.rules.quarantine): why, since when, failures in a row, claimable again from.
+    error_reason: str | None = None
+    errored_at: datetime | None = None
+    error_count: int | None = None
+    retry_errored_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -85,15 +85,15 @@ def test_a_calendar_changed_under_the_poller_counts_once_its_cache_refreshes(ser
     now = [0.0]
     cache = CalendarCache(lambda: now[0])
     key = (tenant_id, "us-holidays")
-    assert cache.resolve(services.db, [entry])[key].dates == {date(2026, 12, 24)}
+    assert cache.resolve(services.db, [entry]).calendars[key].dates == {date(2026, 12, 24)}
     with services.db.connection() as conn:
         row = compiled_row("us-holidays", ["2026-12-25"], None, CHRISTMAS)
         conn.execute("UPDATE calendars SET compiled = %s, updated_at = now() WHERE name = 'us-holidays'",
                      (Jsonb(row.compiled),))
     now[0] = REFRESH_SECONDS - 1
-    assert cache.resolve(services.db, [entry])[key].dates == {date(2026, 12, 24)}  # no statement meanwhile
+    assert cache.resolve(services.db, [entry]).calendars[key].dates == {date(2026, 12, 24)}  # no statement meanwhile
     now[0] = REFRESH_SECONDS
-    assert cache.resolve(services.db, [entry])[key].dates == {date(2026, 12, 25)}
+    assert cache.resolve(services.db, [entry]).calendars[key].dates == {date(2026, 12, 25)}
     polling = poller(services)
     polling.calendars = cache
     polling.tick(to_ms(CHRISTMAS) + 50)

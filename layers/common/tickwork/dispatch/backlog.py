@@ -8,6 +8,7 @@ their scores (nothing advanced, nothing lost) and the pages go on to the other t
 them (a `Cursor` past those passed over: no page re-reads them); the next tick gives every tenant a new
 share. So one tenant's replay of a long window drains at its
 share a tick, and neither delays another tenant's on-time runs nor takes another tenant's backlog turn.
+Entries of a kind this release does not know (a newer release's) are passed over the same way, every tick.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ class BacklogShares:
         with self._lock:
             for entry in entries:
                 tenant = tenant_of(entry)
+                if not entry.is_known:
+                    continue
                 if tenant is None:
                     taken.append(entry)
                 elif self._used.get(tenant, 0) < self.per_tenant:
@@ -63,7 +66,11 @@ class Cursor:
 
     def after(self, page: Sequence[DueEntry], taken: Sequence[DueEntry]) -> Cursor:
         """The cursor past `page` (non-empty, oldest first), of which `taken` were claimed."""
-        last = page[-1].score
         claimed = {entry.member for entry in taken}
-        at_last = sum(1 for entry in page if entry.score == last and entry.member not in claimed)
+        return self.past(page, [entry for entry in page if entry.member not in claimed])
+
+    def past(self, page: Sequence[DueEntry], left: Sequence[DueEntry]) -> Cursor:
+        """The cursor past `page` (non-empty, oldest first), of which `left` stay where they are."""
+        last = page[-1].score
+        at_last = sum(1 for entry in left if entry.score == last)
         return Cursor(last, at_last + (self.passed if self.score == last else 0))

@@ -6,7 +6,8 @@ number of jobs in it, and one more Redis call for its runs' places among their t
 reads theirs (one more statement), and one of each again when some are held back. The Redis claim only decides who advances a job's score; the
 unique execution row decides who dispatches, so two pollers at once never run a slot twice. With several
 due-index shards (tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard;
-how far ahead it claims grows for the seconds many runs share (tickwork.rules.lookahead).
+how far ahead it claims grows for the seconds many runs share (tickwork.rules.lookahead). An entry whose handling
+raises is quarantined and the others go on (tickwork.dispatch.quarantine has the contract).
 """
 from __future__ import annotations
 
@@ -27,17 +28,20 @@ from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dispatch import calendars as calendar_cache
 from tickwork.dispatch.budget import Budgets
 from tickwork.dispatch.planning import plan_batch
-from tickwork.dueindex.entries import DueEntry
+from tickwork.dispatch.quarantine import Quarantine, isolated
+from tickwork.dispatch.recording import Recorder
+from tickwork.dispatch.result import TickResult
+from tickwork.dueindex.entries import DueEntry, job_member
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
 from tickwork.dueindex.shard import Shard
 from tickwork.errors import ConfigurationError
-from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules import lookahead
 from tickwork.rules.policy import LATENESS_TOLERANCE_MS
+from tickwork.rules.quarantine import Failure, Step, reason
 from tickwork.store import executions as executions_store
-from tickwork.timeutil import from_ms, rfc3339, to_ms
+from tickwork.timeutil import from_ms, rfc3339
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
@@ -62,31 +66,15 @@ REBUILD_SECONDS = 0.4
 PLAN_SECONDS = 0.5
 
 
-@dataclass
-class TickResult:
-    locked: bool
-    dispatched: int = 0
-    claimed: int = 0
-    batches: int = 0
-    redis_round_trips: int = 0
-    postgres_round_trips: int = 0
-    rebuilt: bool = False  # a step of rebuilding the index ran (the marker was missing)
-    reindexed: int = 0  # jobs that step put back
-    rebuild_ms: int = 0  # how long that step took
-    missed: int = 0  # slots recorded missed (catch-up policy, a lost claim, or held back too long)
-    unplanned: int = 0  # fetched entries left due because the tick's planning budget ran out
-    deferred: int = 0  # backlog entries passed over: their tenant had claimed its share of the tick
-    delayed: int = 0  # runs held back: their tenant was at max_runs_in_flight (tickwork.dispatch.budget)
-    relayout_from: int | None = None  # the shard count this tick moved the index from
+@dataclass(frozen=True)
+class Batch:
+    """What claiming one batch left to do: whether to go on claiming, the won slots to record, the won
+    dispatches (retries, manual runs: recorded already), and the entries no claim moves (unknown kinds)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-    def absorb(self, part: TickResult) -> None:
-        """Add the counts of one shard's part of the tick."""
-        for name in ("dispatched", "claimed", "batches", "redis_round_trips", "postgres_round_trips", "missed",
-                     "unplanned", "deferred", "delayed"):
-            setattr(self, name, getattr(self, name) + getattr(part, name))
+    more: bool
+    slots: list[executions_store.Slot]
+    dispatches: list[Dispatch]
+    left: list[DueEntry]
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,7 +105,6 @@ class Poller:
             # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
         self.svc = svc
-        self.invoker: Invoker = svc.invoker
         self.index = svc.index
         self.rebuild = rebuild
         self.plan_seconds = plan_seconds
@@ -126,6 +113,8 @@ class Poller:
         self._shares = BacklogShares(svc.settings.backlog_per_tenant)
         self.budgets = Budgets(svc)
         self.calendars = calendar_cache.shared
+        self.quarantine = Quarantine(svc)
+        self.recorder = Recorder(svc, self.budgets, self.quarantine)
 
     def _out_of_time(self) -> bool:
         return self.clock() >= self._plan_deadline
@@ -184,15 +173,16 @@ class Poller:
     def _drain_on_time(self, shard: Shard, now_ms: int, result: TickResult, check_intact: bool,
                        writes: Writes) -> tuple[bool, int]:
         """Claim what is due from the lateness tolerance ago to the horizon; returns whether the marker is
-        missing, and how many entries are older (the backlog) as of the last fetch."""
+        missing, and how many entries are older (the backlog). A page that only holds entries no claim moves
+        (unknown kinds) is fetched past (`cursor`), so any number of them never hides what is due behind them."""
         settings = self.svc.settings
         horizon, on_time = now_ms + settings.lookahead_ms, now_ms - LATENESS_TOLERANCE_MS
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
-        backlog = 0
+        backlog, cursor = 0, Cursor(on_time)
         while result.batches < MAX_BATCHES_PER_TICK and not self._out_of_time():
-            page = shard.fetch_page(horizon, settings.batch_size, first_ms, seconds, on_time)
+            page = shard.fetch_page(horizon, settings.batch_size, first_ms, seconds, cursor.score, cursor.passed)
             result.redis_round_trips += 1
-            backlog = page.older
+            backlog = page.older if cursor.score == on_time else backlog
             if not page.intact and check_intact:
                 return True, 0
             if seconds:  # the first fetch counts what is coming: that sets the horizon of the others
@@ -200,8 +190,13 @@ class Poller:
                 horizon, nothing_yet = extended, not page.entries and extended > horizon
                 if nothing_yet:
                     continue  # nothing due within the base lookahead, but a heavy second is coming
-            if not page.entries or not self._claim_and_record(shard, page.entries, now_ms, result, writes):
-                break  # none left, or everything left was claimed by someone else
+            if not page.entries:
+                break
+            batch = self._claim_and_record(shard, page.entries, now_ms, result, writes)
+            if not batch.more and not batch.left:
+                break  # everything left was claimed by someone else
+            if not batch.more:
+                cursor = cursor.past(page.entries, batch.left)
         return False, backlog
 
     def _drain_backlog(self, shard: Shard, now_ms: int, result: TickResult, writes: Writes) -> bool:
@@ -219,15 +214,16 @@ class Poller:
             taken = self._shares.take(page.entries)
             cursor = cursor.after(page.entries, taken)
             result.deferred += len(page.entries) - len(taken)
-            if taken and not self._claim_and_record(shard, taken, now_ms, result, writes):
+            if taken and not self._claim_and_record(shard, taken, now_ms, result, writes).more:
                 break
         return result.claimed > claimed
 
     def _claim_and_record(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
-                          writes: Writes) -> bool:
-        """Claim a batch and start writing what it won; returns whether to go on claiming."""
+                          writes: Writes) -> Batch:
+        """Claim a batch and start writing what it won."""
         result.batches += 1
-        more, slots, dispatches = self._claim_batch(shard, entries, now_ms, result)
+        batch = self._claim_batch(shard, entries, now_ms, result)
+        slots, dispatches = batch.slots, batch.dispatches
         jobs = frozenset(slot.job_id for slot in slots)
         # A lookahead can claim two slots of one job in one tick, in two batches. Postgres must
         # record them in the order Redis claimed them, or the later one, written first, takes the
@@ -235,59 +231,37 @@ class Poller:
         while writes and (len(writes) >= RECORDS_IN_FLIGHT or any(jobs & held for _, held in writes)):
             self._collect(writes.popleft()[0], result)
         writes.append((_record_pool().submit(self._record_and_dispatch, slots, dispatches, now_ms), jobs))
-        return more
+        return batch
 
     def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
         settings = self.svc.settings
         return lookahead.horizon_ms(now_ms, settings.lookahead_ms, settings.max_lookahead_ms,
                                     settings.prepare_runs_per_second, first_ms, counts, self.index.count)
 
-    def _claim_batch(
-        self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult,
-    ) -> tuple[bool, list[executions_store.Slot], list[Dispatch]]:
-        """Plan and claim one batch; returns whether to go on, the won slots to record and the won
-        dispatches (retries, manual runs) that need no record."""
-        plan = plan_batch(entries, now_ms, self._out_of_time, self.calendars.resolve(self.svc.db, entries))
+    def _claim_batch(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult) -> Batch:
+        """Plan and claim one batch, its entries that raised set aside (tickwork.dispatch.quarantine)."""
+        resolved = self.calendars.resolve(self.svc.db, entries)
+        plan = plan_batch(entries, now_ms, self._out_of_time, resolved.calendars, resolved.unreadable)
         result.unplanned += plan.unplanned
-        if plan.missing_specs:
-            self._repair_specs(plan.missing_specs, now_ms)
+        result.unknown += len(plan.unknown)
+        failed = plan.failed + (self._repair_specs(plan.missing_specs, entries, now_ms) if plan.missing_specs else [])
+        if failed:
+            self.calendars.forget(plan.failed_calendars)
+            result.quarantined += self.quarantine.set_aside(failed, now_ms)
         won = shard.claim([claim for claim, _ in plan.claims])
         result.redis_round_trips += 1 if plan.claims else 0
         result.claimed += sum(won)
         targets = [target for (_, target), w in zip(plan.claims, won) if w]
         dispatches = [t for t in targets if isinstance(t, Dispatch)]
         slots = [t for t in targets if isinstance(t, executions_store.Slot)]
-        return any(won) or bool(plan.missing_specs), slots, dispatches
+        return Batch(any(won) or bool(plan.missing_specs) or bool(failed), slots, dispatches, plan.unknown)
 
     def _record_and_dispatch(
         self, slots: list[executions_store.Slot], dispatches: list[Dispatch], now_ms: int,
     ) -> TickResult:
-        """Record won slots (only the inserted rows are dispatched), hand the runs their tenants' budgets
-        admit to executors (tickwork.dispatch.budget); returns what that counted for the tick."""
-        part = TickResult(locked=True)
-        if slots or any(d.kind == "run" for d in dispatches):
-            with self.svc.db.connection() as conn:
-                fresh: dict[str, tuple[str, int | None]] = {}
-                if slots:
-                    recorded = executions_store.record_claims(conn, slots)
-                    part.missed, part.postgres_round_trips = recorded.missed, 1
-                    dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot))
-                                               for execution_id, _, slot in recorded.runs]
-                    fresh = recorded.tenants
-                dispatches = self._admit(conn, dispatches, now_ms, part, fresh)
-        if dispatches:
-            self.invoker.invoke(dispatches)
-        part.dispatched = len(dispatches)
-        return part
-
-    def _admit(self, conn: Any, dispatches: list[Dispatch], now_ms: int, part: TickResult,
-               fresh: dict[str, tuple[str, int | None]]) -> list[Dispatch]:
-        """The dispatches within their tenants' runs in flight; the others are held back, counted in `part`."""
-        admitted = self.budgets.admit(conn, dispatches, now_ms, fresh)
-        part.delayed, part.missed = admitted.delayed, part.missed + admitted.missed
-        part.postgres_round_trips += admitted.postgres_round_trips
-        part.redis_round_trips += admitted.redis_round_trips
-        return admitted.dispatches
+        """Record won slots, hand the runs their tenants' budgets admit to executors (tickwork.dispatch.recording);
+        returns what that counted for the tick."""
+        return self.recorder.write(slots, dispatches, now_ms)
 
     def _collect(self, write: Future[TickResult], result: TickResult) -> None:
         result.absorb(write.result())
@@ -313,11 +287,15 @@ class Poller:
         logger.warning("due index marker missing: rebuilding it from Postgres",
                        extra={**report.__dict__, "shards": shards})
 
-    def _repair_specs(self, job_ids: list[str], now_ms: int) -> None:
-        """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job."""
+    def _repair_specs(self, job_ids: list[str], entries: list[DueEntry], now_ms: int) -> list[Failure]:
+        """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job. Returns
+        the jobs whose restore raised, to set aside."""
         with self.svc.db.connection() as conn:
-            index_jobs(conn, self.index, job_ids, from_ms(now_ms))
+            done = isolated(job_ids, lambda ids: index_jobs(conn, self.index, list(ids), from_ms(now_ms)))
         logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
+        scores = {entry.member: entry.score for entry in entries} if done.failed else {}
+        return [Failure(job_member(job_id), scores.get(job_member(job_id)), reason(Step.SPEC, error), job_id=job_id)
+                for job_id, error in done.failed]
 
 
 def tick_point(now: float) -> float:

@@ -10,8 +10,9 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
 - `c:<execution id>:<attempt>`: the same for the check, at its deadline, of a run awaiting its completion
   callback (tickwork.runs.completion).
 
-A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres.
-The set, the hash, the marker and the rebuild key of one shard share one hash tag, so the scripts also
+A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres;
+another the failures in a row of members in quarantine (tickwork.dispatch.quarantine) that Postgres does not
+count. The set, the hashes, the marker and the rebuild key of one shard share one hash tag, so the scripts also
 run on a cluster-mode cache (ElastiCache Serverless); DUE_INDEX_SHARDS spreads jobs over several such
 shards (tickwork.dueindex.shards), each claimed and rebuilt on its own. The locks live under the base tag.
 
@@ -21,10 +22,10 @@ maintenance pass, goes on from there. Rebuilding never moves a score already in 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 
 from tickwork.dueindex import lua
-from tickwork.dueindex.entries import Claim
+from tickwork.dueindex.entries import Claim, SetAside, Setting
 from tickwork.dueindex.shard import Shard
 from tickwork.dueindex.shards import base_tag, check_count, member_shard, shard_of, shard_tags
 from tickwork.models import Dispatch
@@ -88,6 +89,14 @@ class DueIndex:
             for i, w in zip(positions, shard.claim([claims[i] for i in positions])):
                 won[i] = w
         return won
+
+    def set_aside(self, settings: Sequence[Setting], now_ms: int, steps: Sequence[int]) -> list[SetAside]:
+        """Shard.set_aside over the shards of these members, in their order."""
+        done: list[SetAside | None] = [None] * len(settings)
+        for shard, positions in self._split([s.member for s in settings], member_shard):
+            for i, aside in zip(positions, shard.set_aside([settings[i] for i in positions], now_ms, steps)):
+                done[i] = aside
+        return cast(list[SetAside], done)  # every position belongs to one shard
 
     def is_built(self) -> bool:
         return all(shard.is_built() for shard in self.shards)

@@ -30,9 +30,12 @@ return out
 """
 
 # ARGV holds (member, expected score, new score or '' to remove) triples. A member whose score is not
-# the one this poller read was claimed or rescheduled by someone else, and is left alone.
+# the one this poller read was claimed or rescheduled by someone else, and is left alone. A member claimed
+# is handled: its count of failures in a row (KEYS[3], see QUARANTINE) goes; while no member of the shard is in
+# quarantine that hash does not exist, and one EXISTS per call is all this costs.
 CLAIM = """
 local won = {}
+local counted = redis.call('EXISTS', KEYS[3]) == 1
 for i = 1, #ARGV, 3 do
   local member = ARGV[i]
   local current = redis.call('ZSCORE', KEYS[1], member)
@@ -43,12 +46,43 @@ for i = 1, #ARGV, 3 do
     else
       redis.call('ZADD', KEYS[1], ARGV[i + 2], member)
     end
+    if counted then redis.call('HDEL', KEYS[3], member) end
     won[#won + 1] = 1
   else
     won[#won + 1] = 0
   end
 end
 return won
+"""
+
+# Quarantine members whose handling raised (tickwork.dispatch.quarantine): each moves out of the claimable range
+# to now + the backoff of its failures in a row, with the compare-and-set CLAIM uses. KEYS: due set, the hash
+# of failures in a row. ARGV: now (ms), the number of backoff steps, the steps (ms; the last serves every count
+# past it), then (member, expected score or '' for a member claimed away, failures or '' to count them here)
+# triples. A member away is put back only if still away (NX); one no longer at its expected score was claimed
+# or rescheduled by someone else and is left alone. Returns (failures, retry ms, moved 1/0) per member.
+QUARANTINE = """
+local now, steps = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {}
+for i = 3 + steps, #ARGV, 3 do
+  local member, expected, failures = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if not failures then failures = redis.call('HINCRBY', KEYS[2], member, 1) end
+  local retry = now + tonumber(ARGV[2 + math.min(failures, steps)])
+  local moved = 0
+  if expected == '' then
+    moved = redis.call('ZADD', KEYS[1], 'NX', retry, member)
+  else
+    local current = redis.call('ZSCORE', KEYS[1], member)
+    if current and tonumber(current) == tonumber(expected) then
+      redis.call('ZADD', KEYS[1], retry, member)
+      moved = 1
+    end
+  end
+  out[#out + 1] = failures
+  out[#out + 1] = retry
+  out[#out + 1] = moved
+end
+return out
 """
 
 # One page of a rebuild, applied only if the rebuild key still holds the position the page was read at:

@@ -4,8 +4,9 @@ Two passes, neither of which ever moves a score already in the set (it may be a 
 Postgres was read: principle 2, a live job is never taken out to be put back later):
 
 - **Rebuild**, when the marker is gone (a flush, a failover to an empty replica): every active job is
-  written back at its Postgres next_run_at, a page of jobs per round trip, in steps that each stop once
-  their budget is spent. How far the rebuild got is kept in Redis (each shard's `Shard.rebuild_key`: shards are rebuilt each on its own), so the next
+  written back at its Postgres next_run_at (a job in quarantine at its retry time, so a failover does not
+  put a poison entry back in reach: tickwork.dispatch.quarantine), a page of jobs per round trip, in steps
+  that each stop once their budget is spent. How far the rebuild got is kept in Redis (each shard's `Shard.rebuild_key`: shards are rebuilt each on its own), so the next
   step, in the next tick or maintenance pass, goes on from there; ticks dispatch what is indexed
   meanwhile. After each page, the jobs of the same stretch of ids that are not active are taken out
   (stopped before the loss, or paused or deleted while the page was written); the marker is set once
@@ -231,6 +232,8 @@ def _entries(
         try:
             spec = specs.encoded(row)
             next_ms = row.next_run_ms if row.next_run_ms is not None else _first_slot_ms(row, now)
+            if next_ms is not None and row.retry_ms is not None:
+                next_ms = max(next_ms, row.retry_ms)  # in quarantine: out of the claimable range until then
         except ScheduleError:
             result.unparsable += 1
             logger.error("stored schedule no longer parses; job left out of the index", extra={"job_id": row.id})

@@ -1,9 +1,12 @@
 """One hash tag's part of the due index: its sorted set of due members, its hash of job specs, its marker
-(the index is whole) and its rebuild position, all under one tag so its scripts run on a cluster."""
+(the index is whole), its rebuild position and its members' failures in a row (tickwork.dispatch.quarantine),
+all under one tag so its scripts run on a cluster."""
 from __future__ import annotations
 
 import json
 from typing import Any, Iterator, Mapping, Sequence
+
+from aws_lambda_powertools import Logger
 
 from tickwork.dueindex import lua
 from tickwork.dueindex.entries import (
@@ -12,6 +15,8 @@ from tickwork.dueindex.entries import (
     Claim,
     DueEntry,
     DuePage,
+    SetAside,
+    Setting,
     completion_member,
     encode_spec,
     execution_member,
@@ -19,6 +24,8 @@ from tickwork.dueindex.entries import (
     notification_member,
 )
 from tickwork.models import Dispatch
+
+logger = Logger(child=True)
 
 
 class Shard:
@@ -30,14 +37,16 @@ class Shard:
         self.specs_key = f"{tag}:specs"
         self.marker_key = f"{tag}:index-built"
         self.rebuild_key = f"{tag}:rebuild"
+        self.failures_key = f"{tag}:failures"  # member -> failures in a row, of members not counted in Postgres
         self._fetch = redis.register_script(lua.FETCH_DUE)
         self._rebuild_page = redis.register_script(lua.REBUILD_PAGE)
         self._put_if_unchanged = redis.register_script(lua.PUT_IF_UNCHANGED)
         self._take_out = redis.register_script(lua.TAKE_OUT)
         self._claim = redis.register_script(lua.CLAIM)
+        self._quarantine = redis.register_script(lua.QUARANTINE)
 
     def keys(self) -> list[str]:
-        return [self.due_key, self.specs_key, self.marker_key, self.rebuild_key]
+        return [self.due_key, self.specs_key, self.marker_key, self.rebuild_key, self.failures_key]
 
     def fetch_due_counting(
         self, max_score: int, limit: int, first_ms: int, seconds: int,
@@ -119,7 +128,12 @@ class Shard:
         following, found = self.redis.zscan(self.due_key, cursor, match=EXECUTION_PREFIX + "*", count=count)
         dispatches = []
         for member, score in found:
-            execution_id, attempt = DueEntry(member, int(score), None).execution()
+            try:
+                execution_id, attempt = DueEntry(member, int(score), None).execution()
+            except ValueError:  # not ours to read: the poller quarantines it (tickwork.dispatch.quarantine)
+                logger.warning("a malformed one-shot member of the due index is left where it is",
+                               extra={"member": member[:80]})
+                continue
             dispatches.append(Dispatch(execution_id, attempt, int(score)))
         return int(following), dispatches
 
@@ -130,7 +144,19 @@ class Shard:
         args: list[Any] = []
         for c in claims:
             args += [c.member, c.expected_score, "" if c.new_score is None else c.new_score]
-        return [bool(w) for w in self._claim(keys=[self.due_key, self.specs_key], args=args)]
+        return [bool(w) for w in self._claim(keys=[self.due_key, self.specs_key, self.failures_key], args=args)]
+
+    def set_aside(self, settings: Sequence[Setting], now_ms: int, steps: Sequence[int]) -> list[SetAside]:
+        """Move each member out of the claimable range to `now_ms` + steps[its failures in a row - 1] (the last
+        step for any count past them), atomically, as a claim moves one (lua.QUARANTINE)."""
+        if not settings:
+            return []
+        args: list[Any] = [now_ms, len(steps), *steps]
+        for s in settings:
+            args += [s.member, "" if s.expected_score is None else s.expected_score,
+                     "" if s.failures is None else s.failures]
+        flat = self._quarantine(keys=[self.due_key, self.failures_key], args=args)
+        return [SetAside(int(flat[i]), int(flat[i + 1]), bool(flat[i + 2])) for i in range(0, len(flat), 3)]
 
     def put_job(
         self, job_id: str, spec: dict[str, Any], next_ms: int | None, pipeline: Any = None, keep_score: bool = False

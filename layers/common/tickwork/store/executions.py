@@ -18,6 +18,7 @@ logger = Logger(child=True)
 # rebuild Redis) and inserts the claim's rows: the run to fire and/or one `missed` row for a gap.
 # If Postgres expected an earlier slot than the one claimed, an earlier claim was lost between Redis and
 # Postgres (a poller crash): that slot gets a `missed` row too, so it is accounted for, not silently gone.
+# A slot recorded is the job's handling succeeding: a quarantine it was in ends (tickwork.dispatch.quarantine).
 _RECORD_CLAIMS = """
 WITH claimed AS (
     SELECT * FROM unnest(%(job_ids)s::uuid[], %(claimed)s::timestamptz[], %(nexts)s::timestamptz[],
@@ -28,7 +29,8 @@ WITH claimed AS (
 ), advanced AS (
     UPDATE jobs j
        SET next_run_at = c.next_run_at,
-           status = CASE WHEN c.next_run_at IS NULL THEN 'completed' ELSE j.status END
+           status = CASE WHEN c.next_run_at IS NULL THEN 'completed' ELSE j.status END,
+           error_reason = NULL, errored_at = NULL, error_count = NULL, retry_errored_at = NULL
       FROM claimed c
      WHERE j.id = c.job_id AND j.status = 'active' AND j.version = c.version
        AND (j.next_run_at IS NULL OR date_trunc('milliseconds', j.next_run_at) <= c.claimed_slot)

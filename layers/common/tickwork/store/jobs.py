@@ -15,7 +15,8 @@ from tickwork.tenant.filters import JobFilter, like_prefix
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
     " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-    " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar"
+    " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar,"
+    " error_reason, errored_at, error_count, retry_errored_at"
 )
 
 
@@ -31,6 +32,8 @@ def get_jobs(conn: Any, job_ids: list[str]) -> list[JobRow]:
 # Every query below names the tenant: a job of another tenant is indistinguishable from a missing one.
 
 _LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
+# The status the API shows (tickwork.rules.quarantine.shown_status): an active job in quarantine is `errored`.
+_SHOWN_STATUS = "(CASE WHEN status = 'active' AND error_reason IS NOT NULL THEN 'errored' ELSE status END)"
 
 
 def insert_job(conn: Any, job: JobRow) -> None:
@@ -88,6 +91,8 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " success = %(success)s, key = %(key)s, source = %(source)s,"
         " spread_seconds = %(spread_seconds)s, completion = %(completion)s,"
         " calendar = %(calendar)s,"
+        " error_reason = %(error_reason)s, errored_at = %(errored_at)s, error_count = %(error_count)s,"
+        " retry_errored_at = %(retry_errored_at)s,"
         # A paused job that runs again starts counting its failures afresh (tickwork.notifications.events).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
@@ -118,7 +123,7 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
     """The WHERE clause of a filtered list (jobs_tags and jobs_tenant_name serve it) and its parameters."""
     where, params = _LIVE, {}
     if filters.statuses:
-        where += " AND status = ANY(%(statuses)s::text[])"
+        where += f" AND {_SHOWN_STATUS} = ANY(%(statuses)s::text[])"
         params["statuses"] = list(filters.statuses)
     if filters.tags:
         where += " AND tags @> %(tags)s::text[]"

@@ -18,10 +18,11 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 
 # Only what an active job's index entry is made of: its score and the columns its spec comes from. The
 # score is computed here, as timeutil.to_ms would (floor to the millisecond): exact, and no datetime
-# for Python to build per job.
+# for Python to build per job. A job in quarantine is not claimable before its retry (tickwork.dispatch.quarantine).
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
                   " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text,"
-                  " spread_seconds, calendar")
+                  " spread_seconds, calendar,"
+                  " (extract(epoch FROM date_trunc('milliseconds', retry_errored_at)) * 1000)::bigint")
 _INDEX_PAGE = f"""
 SELECT {_INDEX_COLUMNS} FROM jobs
  WHERE status = 'active' AND id > %(after)s::uuid
@@ -42,10 +43,11 @@ SELECT u.id::text FROM unnest(%(ids)s::uuid[]) AS u(id)
 """
 
 # Active jobs whose recorded next slot is already old: normally none, since recording a slot advances
-# next_run_at in the same statement; the reconciler checks these against the due index.
+# next_run_at in the same statement; the reconciler checks these against the due index. A job in quarantine
+# is behind on purpose: its entry waits for its retry (tickwork.dispatch.quarantine).
 _OVERDUE_JOBS = """
 SELECT id::text, next_run_at FROM jobs
- WHERE status = 'active' AND next_run_at < %(before)s AND id > %(after)s::uuid
+ WHERE status = 'active' AND next_run_at < %(before)s AND retry_errored_at IS NULL AND id > %(after)s::uuid
  ORDER BY jobs.id LIMIT %(limit)s
 """
 
@@ -114,6 +116,7 @@ class IndexRow(NamedTuple):
     tenant_id: str
     spread_seconds: int = 0
     calendar: dict[str, Any] | None = None
+    retry_ms: int | None = None  # in quarantine: claimable again from then on (epoch ms)
 
 
 @dataclass(frozen=True)
