@@ -1,6 +1,6 @@
 """API Lambda: the management API (jobs, executions, schedule preview) behind API Gateway HTTP API 2.0,
 its Lambda authorizer, and the operator's admin actions by direct invoke ({"admin": "create-tenant", ...},
-{"admin": "create-api-key", ...}, {"admin": "rotate-encryption-key"})."""
+{"admin": "create-api-key", ...}, {"admin": "rotate-encryption-key"}, {"admin": "release-quarantine", ...})."""
 from __future__ import annotations
 
 import threading

@@ -23,7 +23,8 @@ def handle_admin(
     services: Callable[[], Services] = wiring.services,
 ) -> dict[str, Any]:
     """The action's result, or {"statusCode", "error": {"code", "message", "field"}} as the API's errors.
-    `services`: for an action that acts for a tenant as its API keys do (create-api-key)."""
+    `services`: for an action that acts for a tenant as its API keys do (create-api-key), or on the due index
+    (release-quarantine)."""
     try:
         if event["admin"] == "create-api-key":
             return admin.issue_api_key(services(), event)
@@ -31,9 +32,11 @@ def handle_admin(
             return admin.set_quotas(pool, settings, event)
         if event["admin"] == "rotate-encryption-key":
             return vault.rotate_data_key(require_keyring(keyring), pool)
+        if event["admin"] == "release-quarantine":
+            return admin.release_quarantine(services(), event)
         if event["admin"] != "create-tenant":
             raise InvalidInputError("admin", "unknown admin action; the ones there are: create-tenant, create-api-key, "
-                                             "set-quotas, rotate-encryption-key")
+                                             "set-quotas, rotate-encryption-key, release-quarantine")
         return admin.create_tenant_with_key(pool, admin.tenant_name(event.get("name")))
     except TickworkError as exc:
         response = tickwork_error(exc)

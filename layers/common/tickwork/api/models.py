@@ -148,7 +148,8 @@ ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "awaiting_
                           "skipped", "missed", "lost"]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
-JobStatus = Literal["active", "paused", "completed"]
+# `errored`: active, but in quarantine (tickwork.dispatch.quarantine): `error_reason` says why.
+JobStatus = Literal["active", "paused", "completed", "errored"]
 Trigger = Literal["schedule", "manual"]
 MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first one included.")]
 DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]

@@ -83,6 +83,10 @@ class JobOut(BaseModel):
     source: str | None = Field(None, description="What manages it (a jobs file's label, a stack); null when unset.")
     completion: CompletionOut = Field(description="How its runs end: by the answer, or by a callback.")
     calendar: CalendarOut | None = Field(None, description="The calendars it does not run on; null when none.")
+    error_reason: str | None = Field(None, description=(
+        "Status errored: why the scheduler set it aside (the step and the error's type); null otherwise. It is "
+        "tried again after a backoff; any change to it, or to a calendar it names, releases it at once."))
+    errored_at: Timestamp | None = Field(None, description="Status errored: since when; null otherwise.")
     created_at: Timestamp
     updated_at: Timestamp
 

@@ -22,6 +22,7 @@ from tickwork.api.responses import (
     RetryOut,
 )
 from tickwork.models import JobRow
+from tickwork.rules.quarantine import ERRORED, shown_status
 from tickwork.runs import completion
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.excluded import SlotDetail
@@ -43,8 +44,9 @@ def _time(dt: datetime) -> str:
 
 
 def job_out(job: JobRow) -> JobOut:
+    status = shown_status(job)
     return JobOut(
-        id=job.id, name=job.name, status=cast(JobStatus, job.status), schedule=job.schedule, timezone=job.timezone,
+        id=job.id, name=job.name, status=cast(JobStatus, status), schedule=job.schedule, timezone=job.timezone,
         start_at=rfc3339(job.start_at), end_at=rfc3339(job.end_at),
         request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
         next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
@@ -53,6 +55,8 @@ def job_out(job: JobRow) -> JobOut:
         notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
         success=job.success, key=job.key, source=job.source, completion=completion.shown(job.completion),
         calendar=job.calendar,
+        error_reason=job.error_reason if status == ERRORED else None,
+        errored_at=rfc3339(job.errored_at) if status == ERRORED else None,
         created_at=_time(job.created_at),
         updated_at=_time(job.updated_at),
     )
@@ -60,10 +64,14 @@ def job_out(job: JobRow) -> JobOut:
 
 def job_detail(shown: jobs.JobWithCalendars) -> JobDetail:
     """A job with what it will do next: its schedule in words and its next runs (its calendars move or leave
-    out some)."""
+    out some; none while it is in quarantine)."""
     job, calendars = shown.job, shown.calendars
-    upcoming = (tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS) if job.calendar
-                else jobs.upcoming_runs(job, UPCOMING_RUNS))
+    if shown_status(job) == ERRORED:  # set aside: when it runs next is not known (its retry may fail again)
+        upcoming: list[datetime] = []
+    elif job.calendar:
+        upcoming = tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS)
+    else:
+        upcoming = jobs.upcoming_runs(job, UPCOMING_RUNS)
     return JobDetail(
         **job_out(job).model_dump(), schedule_description=job_schedule(job).describe(),
         next_fire_times=[_time(t) for t in upcoming],

@@ -21,6 +21,7 @@ export async function jobView(main, view, id, navigate) {
   if (!view.alive) return;
   const title = h('h1', { tabindex: '-1' });
   const status = h('span');
+  const errored = h('p', { class: 'errored', role: 'status', hidden: true });
   const actions = h('div', { class: 'actions' });
   const notice = h('p', { class: 'notice', role: 'status', 'aria-live': 'polite' });
   const settings = h('div');
@@ -42,7 +43,7 @@ export async function jobView(main, view, id, navigate) {
   const replay = replayPanel(path, view, () => guard(refreshAll()));
   replace(main, 
     h('p', { class: 'crumbs' }, link('Jobs', 'jobs')),
-    h('div', { class: 'title-row' }, title, status), actions, notice, replay.element,
+    h('div', { class: 'title-row' }, title, status), errored, actions, notice, replay.element,
     h('section', { 'aria-labelledby': 'h-recent' }, h('h2', { id: 'h-recent' }, 'Recent runs'), stats, measures, chart),
     h('section', { 'aria-labelledby': 'h-runs' }, h('h2', { id: 'h-runs' }, 'Runs'), runs.element),
     h('div', { class: 'columns' },
@@ -72,17 +73,22 @@ export async function jobView(main, view, id, navigate) {
     title.textContent = job.name;
     document.title = `${job.name} · Tickwork`;
     replace(status, badge(job.status));
+    showErrored(errored, job);
     if (!changed) return;
     const paused = job.status === 'paused';
     // Pause and Resume swap places: keep the keyboard focus on the one that replaced the button pressed.
     const focused = actions.contains(document.activeElement);
     // Only what the key's scopes allow is offered (a read-only key gets no buttons at all).
     const writes = can('jobs:write');
-    const toggle = !writes ? null : job.status === 'active'
+    const toggle = !writes ? null : job.status === 'active' || job.status === 'errored'
       ? button('Pause', () => guard(act(() => api('POST', `${path}/pause`), () => 'Paused.').then(refreshJob)))
       : paused ? button('Resume', () => guard(act(() => api('POST', `${path}/resume`), () => 'Resumed.').then(refreshJob))) : null;
+    // A job in quarantine is tried again at once by any change to it: resuming it is the plainest.
+    const retry = writes && job.status === 'errored'
+      ? button('Try again now', () => guard(act(() => api('POST', `${path}/resume`), () => 'Released: it runs from its next slot.')
+        .then(refreshJob))) : null;
     replace(actions,
-      writes ? h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit') : null, toggle,
+      writes ? h('a', { class: 'button', href: `#/jobs/${encodeURIComponent(id)}/edit` }, 'Edit') : null, retry, toggle,
       can('runs:write') ? button('Run now', () => guard(act(() => api('POST', `${path}/run`), (run) => ['Run queued: ',
         h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, 'open it'), '.']).then(refreshAll))) : null,
       can('runs:write') ? replay.button : null,
@@ -141,8 +147,17 @@ function settingsList(job) {
   ]);
 }
 
+// A job the scheduler set aside (its handling raised): why, since when, and what releases it.
+function showErrored(element, job) {
+  element.hidden = job.status !== 'errored';
+  if (element.hidden) return;
+  replace(element, h('strong', {}, 'Set aside by the scheduler'), ` since ${absTime(job.errored_at)}: ${job.error_reason}. `,
+    'It is tried again after a growing pause; a change to the job or to a calendar it names releases it now.');
+}
+
 async function nextRuns(job) {
   if (job.status === 'completed') return h('p', { class: 'muted' }, 'Completed: no more runs.');
+  if (job.status === 'errored') return h('p', { class: 'muted' }, 'Set aside: its next run waits for its retry or a release.');
   let preview;
   try {
     const body = { schedule: job.schedule, timezone: job.timezone, count: UPCOMING, start_at: job.start_at, end_at: job.end_at,

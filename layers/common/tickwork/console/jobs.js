@@ -12,7 +12,7 @@ const PARALLEL = 4;
 
 export async function jobsView(main, view) {
   const statusFilter = h('select', { id: 'filter-status' },
-    ['all', 'active', 'paused', 'completed'].map((s) => h('option', { value: s }, s)));
+    ['all', 'active', 'errored', 'paused', 'completed'].map((s) => h('option', { value: s }, s)));
   const nameFilter = h('input', { id: 'filter-name', type: 'search', autocomplete: 'off' });
   const body = h('tbody');
   const summary = h('p', { class: 'muted', 'aria-live': 'polite' });
@@ -61,7 +61,7 @@ function jobRow(job) {
     h('th', { scope: 'row', 'data-label': 'Name' }, link(job.name, 'jobs', job.id)),
     cell('Schedule', h('span', { class: 'words' }, '…'), h('code', { class: 'canonical' }, job.schedule)),
     cell('Time zone', job.timezone),
-    cell('Status', badge(job.status)),
+    cell('Status', badge(job.status), job.error_reason ? h('span', { class: 'rel' }, job.error_reason) : null),
     cell('Next run', job.next_run_at ? [absTime(job.next_run_at), h('span', { class: 'rel' }, relTime(job.next_run_at))] : '—'),
     cell('Last run', '…'), cell('Success (last 50)', '…'), cell('Lag p50', '…'));
   row.dataset.name = job.name;

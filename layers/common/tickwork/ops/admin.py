@@ -21,9 +21,13 @@ the next replay asked for.
 sensitive job headers with it, in short batches for at most 10 s (tickwork.secrets.vault.rotate_data_key); the
 maintenance pass re-encrypts what is left, and what an environment that had not yet seen the new key wrote
 meanwhile. The answer counts what moved and what is left (`remaining`); older keys stay to open it.
+{"admin": "release-quarantine", "job": "<id>"} or {"admin": "release-quarantine", "tenant": "<id or name>"} takes
+one job, or every job of a tenant (1,000 a call: `more` says when to call again), out of quarantine
+(tickwork.dispatch.quarantine): its error cleared, back at its first slot from now. Returns the ids released.
 """
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -34,7 +38,7 @@ from tickwork.scope import Actor, Scope
 from tickwork.settings import Settings
 from tickwork.store import quotas as quotas_store
 from tickwork.store import tenants
-from tickwork.tenant import access, apikeys, quotas
+from tickwork.tenant import access, apikeys, quarantine, quotas
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
@@ -100,6 +104,25 @@ def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
                 extra={"tenant_id": tenant_id, "key_id": row.id, "scopes": row.scopes})
     return {"tenant_id": tenant_id, "id": row.id, "name": row.name, "prefix": row.prefix, "scopes": row.scopes,
             "api_key": token, "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
+
+
+def release_quarantine(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
+    """Release the job `event` names, or every job in quarantine of the tenant it names (its id or name)."""
+    unknown = sorted(set(event) - {"admin", "job", "tenant"})
+    if unknown or ("job" in event) == ("tenant" in event):
+        raise InvalidInputError(unknown[0] if unknown else "job", "give the job's id, or the tenant's id or name")
+    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
+    if "job" in event:
+        try:
+            job_id = str(uuid.UUID(event["job"]))
+        except (ValueError, TypeError, AttributeError):
+            raise InvalidInputError("job", "the job's id (a UUID)") from None
+        done = quarantine.release(svc.db, svc.index, now, job_id=job_id)
+    else:
+        with svc.db.connection() as conn:
+            tenant_id = _tenant_id(conn, event["tenant"])
+        done = quarantine.release(svc.db, svc.index, now, tenant_id=tenant_id)
+    return {"released": done.job_ids, "count": len(done.job_ids), "more": done.more}
 
 
 def set_quotas(pool: Any, settings: Settings, event: Mapping[str, Any]) -> dict[str, Any]:

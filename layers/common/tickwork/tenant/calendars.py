@@ -19,6 +19,7 @@ from tickwork.calendars.ical import parse_ical
 from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.models import JobRow
+from tickwork.rules.quarantine import released
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED, ExcludingSchedule, SlotDetail, with_calendars
@@ -191,16 +192,18 @@ def preview_slots(scope: Scope, schedule: Schedule, calendar: Mapping[str, Any],
 
 
 def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
-    """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, written
-    with a new version (a poller holding the old slot cannot record it) and returned for the due index."""
+    """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, and those
+    in quarantine (tickwork.rules.quarantine.released), written with a new version (a poller holding the old
+    slot cannot record it) and returned for the due index."""
     moved: list[JobRow] = []
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
-        if job.status != "active" or (job.calendar or {}).get("on_excluded") != "next_day":
+        freed = released(job, scope.now)
+        if job.status != "active" or (freed is job and (job.calendar or {}).get("on_excluded") != "next_day"):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
-        again = aimed(replace(job, next_run_at=first), _shared(conn, scope.tenant_id, job.calendar, known), scope.now)
-        if again.next_run_at != job.next_run_at:
+        again = aimed(replace(freed, next_run_at=first), _shared(conn, scope.tenant_id, job.calendar, known), scope.now)
+        if again != job:
             again = replace(again, version=job.version + 1, updated_at=scope.now,
                             status="active" if again.next_run_at else "completed")
             jobs_store.update_job(conn, again)

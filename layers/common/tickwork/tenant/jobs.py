@@ -19,6 +19,7 @@ from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
+from tickwork.rules.quarantine import released
 from tickwork.runs import completion
 from tickwork.schedule import hashing
 from tickwork.schedule import specs as scheduling
@@ -216,8 +217,6 @@ def preview_schedule(
     return schedule, schedule.preview(after or scope.now, count)
 
 
-# ---------------------------------------------------------------- history
-
 # ---------------------------------------------------------------- secrets in headers
 
 def redacted_request(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,7 +262,7 @@ def transition(
     with scope.db.connection() as conn, conn.transaction():
         current = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
         edited = change(conn, current)
-        updated = edited.job
+        updated = released(edited.job, scope.now)  # any change takes a job out of quarantine
         if updated.request != current.request:
             updated = _with_secrets_checked(scope, conn, updated, edited.opened)
         if updated.calendar and (updated.calendar, updated.next_run_at) != (current.calendar, current.next_run_at):
