@@ -20,6 +20,7 @@ from cfnlint.decode import decode
 
 from tests.unit.test_template import TEMPLATE, _NoManagedPolicies, _statements
 from tickwork import metrics
+from tickwork.rules.quarantine import MAX_BACKOFF_MS
 
 TOPIC = {"Ref": "OperatorTopic"}
 RUN_FAILURES = {"Ref": "RunFailuresTopic"}
@@ -195,7 +196,11 @@ ALARMS = {
     "ExecutorThrottlesAlarm": ("AWS/Lambda", "Throttles", "Sum", 300, 1, "GreaterThanThreshold", 0, "notBreaching"),
     "DatabaseFreeStorageAlarm": ("AWS/RDS", "FreeStorageSpace", "Minimum", 300, 1, "LessThanThreshold", 2 * 1024 ** 3,
                                  "notBreaching"),
+    "QuarantinedEntriesAlarm": ("Tickwork", "QuarantinedEntries", "Sum", 300, 12, "GreaterThanThreshold", 0,
+                                "notBreaching"),
 }
+# Alarms on as soon as one period breaches, and off only once none of their periods did (the others need every one).
+DATAPOINTS = {"QuarantinedEntriesAlarm": 1}
 
 
 def test_every_alarm_exists_with_its_threshold_and_notifies_the_operator_topic(default: Stack) -> None:
@@ -207,7 +212,7 @@ def test_every_alarm_exists_with_its_threshold_and_notifies_the_operator_topic(d
         assert (p["Namespace"], p["MetricName"]) == (namespace, metric), name
         assert p.get("Statistic", p.get("ExtendedStatistic")) == stat, name
         assert (p["Period"], p["EvaluationPeriods"], p.get("DatapointsToAlarm", p["EvaluationPeriods"])) == (
-            period, periods, periods), name
+            period, periods, DATAPOINTS.get(name, periods)), name
         assert (p["ComparisonOperator"], p["Threshold"], p["TreatMissingData"]) == (comparison, threshold, missing), name
         assert p["AlarmActions"] == [TOPIC] and p["OKActions"] == [TOPIC], name
         if namespace == metrics.NAMESPACE:
@@ -218,6 +223,11 @@ def test_every_alarm_exists_with_its_threshold_and_notifies_the_operator_topic(d
     # 2 minutes without a tick, and a lag p99 over 2 s for 5 minutes, as the issue asks.
     assert alarms["NoTicksAlarm"]["Period"] * alarms["NoTicksAlarm"]["EvaluationPeriods"] == 120
     assert alarms["FireLagAlarm"]["Period"] * alarms["FireLagAlarm"]["EvaluationPeriods"] == 300
+    # A quarantine alarms within 5 minutes and stays on for an hour: an entry that never heals is retried hourly
+    # (tickwork.rules.quarantine.MAX_BACKOFF_MS), so it keeps the alarm on rather than flapping it.
+    quarantined = alarms["QuarantinedEntriesAlarm"]
+    assert quarantined["Period"] == 300
+    assert quarantined["Period"] * quarantined["EvaluationPeriods"] * 1000 >= MAX_BACKOFF_MS
 
 
 def test_alarms_watch_the_stacks_own_functions_and_failure_queue(default: Stack) -> None:
