@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tests.support import fetch_due, hold_tick_lock, mark_built, score_of
-from tickwork.dueindex.entries import Claim
+from tickwork.dueindex.entries import Claim, SetAside, Setting
 from tickwork.dueindex.index import TICKED_SECOND_TTL_MS, DueIndex
 from tickwork.wiring import Services
 
@@ -91,3 +91,24 @@ def test_fetch_reports_the_index_intact_once_marked_built(services: Services) ->
     assert fetch_due(index, max_score=0, limit=1) == (True, [])
     services.redis.delete(index.marker_key)
     assert fetch_due(index, max_score=0, limit=1) == (False, [])
+
+
+def test_set_aside_moves_only_what_is_still_where_it_was_and_puts_back_only_what_is_away(services: Services) -> None:
+    """The quarantine's script (tickwork.dispatch.quarantine): the claim's compare-and-set, the backoff of each
+    member's failures in a row (counted here unless given), and a one-shot claimed away put back only if absent."""
+    index = DueIndex(services.redis, services.settings.namespace, shards=2)
+    index.put_job("a", SPEC, 1_000)
+    index.put_job("moved", SPEC, 1_000)
+    index.schedule_execution("back", 1, 7_000)  # someone put it back already
+    steps = [5_000, 10_000, 20_000]
+    settings = [Setting("j:a", 1_000, None), Setting("j:moved", 999, None), Setting("e:gone:1", None, None),
+                Setting("e:back:1", None, None), Setting("j:counted", None, 7)]
+    placed = index.set_aside(settings, 100_000, steps)
+    assert placed == [SetAside(1, 105_000, True), SetAside(1, 105_000, False), SetAside(1, 105_000, True),
+                      SetAside(1, 105_000, False), SetAside(7, 120_000, True)]
+    assert [score_of(index, m) for m in ("j:a", "j:moved", "e:gone:1", "e:back:1")] == [105_000, 1_000, 105_000, 7_000]
+    again = index.set_aside([Setting("j:a", 105_000, None)], 110_000, steps)
+    assert again == [SetAside(2, 120_000, True)]  # the second failure in a row waits twice as long
+    # A claim won clears the member's count: its next failure is a first one again.
+    assert index.claim([Claim("j:a", 120_000, 121_000)]) == [True]
+    assert index.set_aside([Setting("j:a", 121_000, None)], 130_000, steps) == [SetAside(1, 135_000, True)]
