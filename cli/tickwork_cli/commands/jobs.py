@@ -21,7 +21,8 @@ def jobs() -> None:
 
 
 @jobs.command("list")
-@click.option("--status", multiple=True, type=click.Choice(["active", "paused", "completed"]), help="Repeatable.")
+@click.option("--status", multiple=True, type=click.Choice(["active", "paused", "completed", "errored"]),
+              help="Repeatable.")
 @click.option("--tag", multiple=True, help="Jobs carrying every tag given. Repeatable.")
 @click.option("--source", help="Jobs of this source label (a jobs file's).")
 @click.option("--limit", type=click.IntRange(1), help="At most this many (default: all).")
@@ -108,7 +109,8 @@ def _print_job(job: dict[str, Any], as_json: bool, utc: bool) -> None:
     request = job["request"]
     click.echo(tables.fields([
         ("id", job["id"]), ("key", job.get("key")), ("source", job.get("source")), ("name", job["name"]),
-        ("status", job["status"] + (f" ({job['paused_reason']})" if job.get("paused_reason") else "")),
+        ("status", job["status"] + (f" ({job.get('paused_reason') or job.get('error_reason')})"
+                                    if job.get("paused_reason") or job.get("error_reason") else "")),
         ("schedule", f"{job['schedule']} ({job['timezone']})"),
         ("request", f"{request['method']} {request['url']}"),
         ("retry", "{strategy}, {max_attempts} attempts, {delay_seconds}s".format(**job["retry"])),
