@@ -126,7 +126,8 @@ def test_a_failing_call_is_split_down_to_the_items_that_fail_alone() -> None:
 
 def test_a_failure_of_the_infrastructure_fails_the_call_whole() -> None:
     for systemic in (psycopg.OperationalError("gone"), redis.exceptions.ConnectionError("reset"),
-                     redis.exceptions.TimeoutError("slow")):
+                     redis.exceptions.TimeoutError("slow"), redis.exceptions.ReadOnlyError("a replica"),
+                     psycopg.errors.ReadOnlySqlTransaction("failing over")):
         def write(part: list[int], error: Exception = systemic) -> None:
             raise error
         with pytest.raises(type(systemic)):

@@ -53,9 +53,11 @@ logger = Logger(child=True)
 
 T = TypeVar("T")
 R = TypeVar("R")
-# The infrastructure failing, not an entry: the tick fails as it always did, and nothing is set aside.
+# The infrastructure failing, not an entry: the tick fails as it always did, and nothing is set aside. A
+# failover makes a store refuse writes for a while (a replica being promoted): that too is nobody's entry.
 SYSTEMIC: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError, psycopg.InterfaceError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+    psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction,
+    redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.ReadOnlyError,
 )
 # Failed calls one bisection may make: k bad items among n cost about k * log2(n / k) of them (8 among 1,000:
 # 56). Past it, the items of the parts still failing are set aside together, each to be tried on its own

@@ -10,9 +10,8 @@ from enum import StrEnum
 from tickwork.models import JobRow
 from tickwork.schedule import specs as scheduling
 
-# The first failure waits this long: a failure that heals by itself (a calendar read during a failover, a
-# statement that timed out) is retried within seconds, while a poison entry costs at most one failed handling
-# per 5 s instead of one per tick...
+# The first failure waits this long: an entry put right meanwhile (a calendar or a spec rewritten) is tried
+# again within seconds, while a poison entry costs at most one failed handling per 5 s instead of one per tick...
 BACKOFF_MS = 5_000
 # ...doubling with each failure in a row up to an hour (reached after the 11th): one that never heals costs
 # 24 handlings a day, and a fix still counts within the hour without anyone acting (an operator's release or
