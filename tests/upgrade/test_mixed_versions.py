@@ -272,8 +272,6 @@ def test_both_releases_stopped_cleanly_and_logged_no_error(window: Window) -> No
     assert {name: runtime.errors() for name, runtime in window.runtimes.items()} == {OLD: [], NEW: []}
 
 
-@pytest.mark.xfail(strict=True, reason="the poller leaves unknown kinds alone from issue 31, item 1 (h1-quarantine): "
-                                       "remove this mark once that is merged")
 def test_the_new_release_leaves_a_member_of_an_unknown_kind_alone(window: Window) -> None:
     assert window.unknown_member_left is True
 
