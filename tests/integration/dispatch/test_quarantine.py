@@ -120,8 +120,10 @@ def test_the_issues_session_a_stored_calendar_that_raises_stops_no_other_job_aft
     mark_built(services.index, to_ms(T0))
     now_ms = to_ms(parse_rfc3339(bad["next_run_at"]) + PAUSE) + 500  # both jobs are backlog, the bad one first
     polling.tick(now_ms)  # raised OverflowError, and the backlog stopped here for good
-    assert sorted(d.fire_at_ms for d in invoker.dispatches) == latest_and_next(ping, now_ms)
-    assert score_of(services.index, f"j:{bad['id']}") > now_ms  # no longer at the head of the backlog
+    ran = {(d.fire_at_ms, d.execution_id) for d in invoker.dispatches}
+    assert {slot for slot, _ in ran} >= set(latest_and_next(ping, now_ms))  # the other tenant's, in this tick
+    # The bad one no longer heads the backlog: set aside, or planned (the calendar read within its bounds).
+    assert score_of(services.index, f"j:{bad['id']}") > now_ms
 
 
 def after_a_pause(api: Api, other: Api, services: Services, polling: Poller, db: Any,

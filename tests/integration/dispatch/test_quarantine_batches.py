@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from tests.conftest import RecordingInvoker
 from tests.integration.helpers import due_index, executions, insert_job
 from tests.support import mark_built, score_of
+from tickwork.calendars.rules import BOUNDS_KEY, BOUNDS_VERSION
 from tickwork.dispatch.calendars import CalendarCache
 from tickwork.dispatch.poller import Poller
 from tickwork.dueindex.entries import encode_spec, execution_member
@@ -110,7 +111,9 @@ def test_a_calendar_that_cannot_be_read_sets_aside_only_the_jobs_naming_it(
 ) -> None:
     a = tenant(services, "a")
     with services.db.connection() as conn:
-        for name, compiled in (("broken", {"events": [{"days": 1}]}), ("fine", {"dates": ["2031-01-01"]})):
+        # A row corrupted after it was written within bounds: its event has no first day.
+        broken = {BOUNDS_KEY: BOUNDS_VERSION, "dates": [], "events": [{"days": 1}]}
+        for name, compiled in (("broken", broken), ("fine", {"dates": ["2031-01-01"]})):
             conn.execute("INSERT INTO calendars (tenant_id, name, dates, compiled) VALUES (%s, %s, '{}', %s)",
                          (a, name, Jsonb(compiled)))
     named = {"broken": jobs(services, a, 2), "fine": jobs(services, a, 2), "": jobs(services, a, 2)}

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 import redis
 
-from tickwork.calendars.rules import Calendar, Event
+from tickwork.calendars.rules import Calendar
 from tickwork.dispatch import quarantine
 from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dispatch.planning import plan_batch
@@ -33,8 +33,17 @@ from tickwork.schedule.specs import index_spec
 
 T0 = 1_796_040_000_000  # 2026-11-30T12:00:00Z
 EVERY_SECOND = parse_schedule("* * * * * *", "UTC")
-# Its second day is past date.max: expanding the calendar for any year raises OverflowError.
-BOMB = Calendar("hol", events=(Event(date(9999, 12, 31), days=2),))
+
+
+class Bomb(Calendar):
+    """A calendar whose expansion raises, as the issue's did (an event's second day past date.max) before
+    stored calendars were read within bounds: whatever a calendar comes to raise, only its jobs fail."""
+
+    def excludes(self, day: date) -> bool:
+        raise OverflowError("date value out of range")
+
+
+BOMB = Bomb("hol")
 
 
 def job(n: int, tenant: str = "tenant-a", **spec_changes: object) -> DueEntry:
