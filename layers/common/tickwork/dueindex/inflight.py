@@ -1,5 +1,9 @@
 """Each tenant's runs in flight: a sorted set of the attempts dispatched and not yet ended, each scored by when
 its place lapses (its latest possible end), under the base tag so one script takes places for a whole batch.
+A place's score is its instant (or its hand-off, if later) plus the deployment's lapse span, so the runs of
+one instant share a score: the script lets them in together, counting only the places of other instants
+(tickwork.dueindex.lua.TAKE_PLACES). What a member and its score mean is what they meant to the release
+before: its poller counts every place, and every release's executors give places back by member.
 
 It is an index like the due set, never the truth: a place whose executor died lapses on its own, and a lost
 set only lets a tenant run over its budget until the attempts it forgot end (at most their lapse).
@@ -39,7 +43,8 @@ class InFlight:
 
     def take(self, seats: Sequence[Seat], now_ms: int) -> tuple[list[bool], dict[str, int]]:
         """Take what places each tenant has left, in order, in one round trip; returns whether each seat got
-        one, and how many places each tenant holds afterwards."""
+        one, and how many places each tenant holds afterwards. A seat handed over ahead of its instant (after
+        `now_ms`) counts the places of other instants only; any other counts them all."""
         by_tenant: dict[str, list[int]] = {}
         for i, seat in enumerate(seats):
             by_tenant.setdefault(seat.tenant_id, []).append(i)
@@ -49,7 +54,8 @@ class InFlight:
         for positions in by_tenant.values():
             args += [seats[positions[0]].budget, len(positions)]
             for i in positions:
-                args += [member(seats[i].dispatch), seats[i].lapse_ms]
+                ahead = seats[i].dispatch.fire_at_ms > now_ms
+                args += [member(seats[i].dispatch), seats[i].lapse_ms, 1 if ahead else 0]
         flat = self._take(keys=[self.key(tenant) for tenant in by_tenant], args=args)
         taken = [False] * len(seats)
         for i, got in zip((i for positions in by_tenant.values() for i in positions), flat):

@@ -177,8 +177,12 @@ return {1, layout}
 
 # Take places among each tenant's runs in flight (KEYS: one sorted set per tenant, member `<run>:<attempt>`
 # scored by when its place lapses). ARGV: now (ms), then per key its budget, how many members follow, and
-# (member, lapse ms) pairs. Places that lapsed are dropped first, so a place whose executor died is free
+# (member, lapse ms, ahead) triples. Places that lapsed are dropped first, so a place whose executor died is free
 # again at its lapse. A member already holding a place keeps it (a repeated dispatch of the same attempt).
+# A member handed over ahead of its instant (ahead '1': its lapse is its instant plus the deployment's lapse
+# span) is taken while the places of other instants (other scores) are fewer than the budget: the runs of one
+# instant never hold each other back, so a tenant holds at most its budget less one plus one instant's runs.
+# Any other member (its instant passed: a retry, a run held back, a manual run) is taken while all places are.
 # The set itself expires with its last place (a TTL relative to ARGV's now: the callers' clock, not Redis's).
 # Returns 1 or 0 per member (taken or refused), then per key how many places are held afterwards.
 TAKE_PLACES = """
@@ -187,14 +191,21 @@ for k = 1, #KEYS do
   local budget, n = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   a = a + 2
   redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
-  local count = redis.call('ZCARD', KEYS[k])
+  local count, alike = redis.call('ZCARD', KEYS[k]), {}  -- alike: places held by score, counted when asked
   for i = 1, n do
-    local member, lapse = ARGV[a], ARGV[a + 1]
-    a = a + 2
+    local member, lapse, ahead = ARGV[a], ARGV[a + 1], ARGV[a + 2] == '1'
+    local class = tonumber(lapse)
+    a = a + 3
     local holds = redis.call('ZSCORE', KEYS[k], member)
-    if holds or count < budget then
+    local others = count
+    if ahead then
+      if not alike[class] then alike[class] = redis.call('ZCOUNT', KEYS[k], lapse, lapse) end
+      others = count - alike[class]
+    end
+    if holds or others < budget then
+      if holds then alike[tonumber(holds)] = nil else count = count + 1 end
       redis.call('ZADD', KEYS[k], lapse, member)
-      if not holds then count = count + 1 end
+      if alike[class] then alike[class] = alike[class] + 1 end
       taken[#taken + 1] = 1
     else
       taken[#taken + 1] = 0
