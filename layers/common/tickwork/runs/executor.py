@@ -29,8 +29,9 @@ from tickwork.http.targets import check_port, resolve_public_addresses, validate
 from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
-from tickwork.rules import replay, retry, success
+from tickwork.rules import retry
 from tickwork.runs import awaiting, bounds, completion, ends
+from tickwork.runs.decided import Decided, decide, first_attempt, lag_ms, retry_origin
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
@@ -47,29 +48,6 @@ MAX_EARLY_WAIT_SECONDS = 20.0
 # How long the recorder gathers a group's results after the first before writing them: one statement (one
 # commit) for answers that arrive together instead of one for every few, at most this much later.
 RECORD_LINGER_SECONDS = 0.02
-
-
-
-@dataclass(frozen=True)
-class Decided:
-    """A sent run judged: the Result (its run, when it was sent, its outcome as the job's success rules
-    see it) and what comes next (tickwork.rules.retry)."""
-
-    run: StartedExecution
-    sent_at: datetime
-    outcome: delivery.Outcome
-    decision: retry.Decision
-
-    @property
-    def final(self) -> bool:
-        return self.decision.status in store.FINAL_STATUSES
-
-    def finished(self) -> store.Finished:
-        """What finish_attempt takes: the run, its attempt's record, its new status, its next attempt's time."""
-        error = self.outcome.error if self.decision.reason is None else f"{self.outcome.error}; {self.decision.reason}"
-        record = store.AttemptRecord(self.run.attempt, self.sent_at, self.outcome.duration_ms, self.outcome.status_code,
-                                     self.outcome.body, error)
-        return self.run.id, record, self.decision.status, self.decision.next_attempt_at
 
 
 # What an execution environment keeps warm across its invocations. An environment runs one invocation
@@ -228,9 +206,9 @@ class Executor:
         """Store attempts and their runs' new status (one statement for all that cannot release a waiting
         run), queue retries; returns each run's status, or 'superseded' if it was no longer ours."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        decided = [self._decide(result, now) for result in results]
+        decided = [decide(result, now, self.uniform) for result in results]
         decided = bounds.bounded(self.svc.db.connection, decided,
-                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, _retry_origin(d.run), d.run.retry,
+                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, retry_origin(d.run), d.run.retry,
                                                            d.decision),
                                  lambda d, limit: replace(d, decision=retry.within(
                                      retry.RetryPolicy.from_dict(d.run.retry), d.decision, limit)))
@@ -270,7 +248,7 @@ class Executor:
         for d in decided:
             statuses[d.run.id] = d.decision.status if d.run.id in kept else "superseded"
             _log(d)
-        metrics.record_attempts([(d.decision.status, _lag_ms(d.run, d.sent_at) if _first(d.run) else None,
+        metrics.record_attempts([(d.decision.status, lag_ms(d.run, d.sent_at) if first_attempt(d.run) else None,
                                   d.outcome.duration_ms) for d in decided])
         return statuses
 
@@ -288,16 +266,6 @@ class Executor:
             outcomes.append(status or "unchanged")
         return outcomes
 
-    def _decide(self, result: Result, now: datetime) -> Decided:
-        """The outcome as the job's success rules judge it, and what comes next."""
-        run, outcome = result.run, success.judge(result.run.success, result.outcome)
-        policy = retry.RetryPolicy.from_dict(run.retry)
-        decision = retry.decide(policy, replay.replay_attempt(run.attempt, run.replay_base), outcome.succeeded,
-                                outcome.retryable, now, outcome.retry_after_seconds, self.uniform)
-        if decision.status == "succeeded" and completion.is_callback(run.completion):
-            decision = retry.Decision(completion.AWAITING)  # the target accepted the work: it calls back when done
-        return Decided(run, result.sent_at, outcome, decision)
-
     def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted,
                          checks: list[awaiting.Check]) -> None:
         retries = [(d.run, d.decision.next_attempt_at) for d in decided
@@ -314,24 +282,11 @@ class Executor:
         pipe.execute()
 
 
-def _lag_ms(run: StartedExecution, sent_at: datetime) -> int:
-    return to_ms(sent_at) - to_ms(run.scheduled_for)
-
-
-def _first(run: StartedExecution) -> bool:
-    """A first attempt sent for its slot, whose lag is the FireLag: not a replay's (sent when asked for)."""
-    return run.attempt == 1 and not run.replayed
-
-
-def _retry_origin(run: StartedExecution) -> datetime | None:
-    return replay.retry_origin(run.scheduled_for, run.attempt_started_at, run.replayed)
-
-
 def _log(d: Decided) -> None:
     logger.info("attempt finished", extra={
         "execution_id": d.run.id, "job_id": d.run.job_id, "attempt": d.run.attempt, "status": d.decision.status,
         "status_code": d.outcome.status_code, "duration_ms": d.outcome.duration_ms, "error": d.outcome.error,
-        "lag_ms": _lag_ms(d.run, d.sent_at), **({"replay_count": d.run.replay_count} if d.run.replayed else {}),
+        "lag_ms": lag_ms(d.run, d.sent_at), **({"replay_count": d.run.replay_count} if d.run.replayed else {}),
     })
 
 
