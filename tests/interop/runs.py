@@ -34,11 +34,18 @@ class Run:
     scheduled_for: datetime
     status: str
     attempt_count: int
+    last_error: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
         return self.status in FINAL_STATUSES
+
+    @property
+    def stopped_by_pause(self) -> bool:
+        """Skipped, unsent, because its job was paused before its instant (the suite pauses every job)."""
+        return (self.status == "skipped" and not self.attempts
+                and (self.last_error or "").startswith("skipped: the job was paused"))
 
     @property
     def lag_seconds(self) -> float | None:
@@ -58,13 +65,13 @@ def load_runs(database_url: str, job_ids: Sequence[str]) -> dict[str, list[Run]]
     runs: dict[str, Run] = {}
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT e.id::text, e.job_id::text, e.scheduled_for, e.status, e.attempt_count,"
+            "SELECT e.id::text, e.job_id::text, e.scheduled_for, e.status, e.attempt_count, e.last_error,"
             " a.number, a.started_at, a.status_code, a.response_body, a.error"
             " FROM executions e LEFT JOIN attempts a ON a.execution_id = e.id"
             " WHERE e.job_id = ANY(%s::uuid[]) ORDER BY e.scheduled_for, e.id, a.number", (list(job_ids),),
         ).fetchall()
-    for run_id, job_id, scheduled_for, status, count, number, started_at, code, body, error in rows:
-        run = runs.setdefault(run_id, Run(run_id, job_id, scheduled_for, status, count))
+    for run_id, job_id, scheduled_for, status, count, note, number, started_at, code, body, error in rows:
+        run = runs.setdefault(run_id, Run(run_id, job_id, scheduled_for, status, count, note))
         if number is not None:
             run.attempts.append(Attempt(number, started_at, code, body, error))
     by_job: dict[str, list[Run]] = {job_id: [] for job_id in job_ids}

@@ -70,6 +70,16 @@ class RunSteps(Protocol):
         written by `Prepared.finish_write`, or `complete`); returns the moment it was sent (the attempt's start)."""
         ...
 
+    def stopped_lately(self, runs: Sequence[StartedExecution]) -> set[str]:
+        """Just before writing these runs, due now: the ids of those whose job was paused or deleted lately
+        (one round trip for them all). None is written before `drop_stopped` has judged it."""
+        ...
+
+    def drop_stopped(self, runs: Sequence[StartedExecution]) -> set[str]:
+        """Of the runs `stopped_lately` named, record skipped those their job no longer makes; returns their
+        ids. The others are written at once."""
+        ...
+
     def run_guarded(self, dispatch: Dispatch) -> Result | str:
         """At its instant, judge a run not started ahead; if it starts, ready it, send it and await
         its response. Returns its result, or why it did not start."""
@@ -91,8 +101,9 @@ class Sender(Protocol):
     Contract: `send` returns once every run of `group` has been handed to `results`. Each run of
     `group.ahead` is readied with `steps.prepare` then `steps.connect`, sent with `steps.fire` no earlier than
     `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
-    `results.put`; each run of `group.at_instant` goes through `steps.run_guarded` into `results.put`
-    or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and
+    `results.put`, unless `steps.stopped_lately` names it at its instant and `steps.drop_stopped` then drops
+    it (it goes to `results.not_started` as 'skipped', unsent); each run of `group.at_instant` goes through
+    `steps.run_guarded` into `results.put` or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and
     runs due at one instant are written together, in an order that favours none of them, none waiting for
     another's response or target. If a step raises, `send` raises the first such error once the runs
     already under way are done.

@@ -29,6 +29,10 @@ class FakePrepared:
         self.run = run
         self.complete_hook = complete_hook
         self.answer_on = answer_on  # what awaiting() names as the socket its answer arrives on
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        self.abandoned = True
 
     def finish_write(self) -> None:
         pass  # every fake request leaves whole when fired
@@ -56,13 +60,19 @@ class FakeSteps:
         self.complete_hook: Callable[[StartedExecution], None] = lambda run: None  # reading the response
         self.guarded: dict[str, str] = {}  # execution id -> why it does not start
         self.awaiting_answer: set[str] = set()  # runs written whole when fired: their answer is all that is left
+        self.marked: set[str] = set()  # runs whose job a pause marked: held back at their instant...
+        self.stopped: set[str] = set()  # ...and of those, the ones Postgres then drops
+        self.checks: list[tuple[int, list[str]]] = []  # each check at an instant: (clock, runs asked about)
+        self.prepared: dict[str, FakePrepared] = {}
         self._ready = threading.Semaphore(0)
         self._ready_first = ready_first
 
     def prepare(self, run: StartedExecution) -> FakePrepared:
         self.prepare_hook(run)
         self._ready.release()
-        return FakePrepared(run, self.complete_hook, object() if run.id in self.awaiting_answer else None)
+        prepared = FakePrepared(run, self.complete_hook, object() if run.id in self.awaiting_answer else None)
+        self.prepared[run.id] = prepared
+        return prepared
 
     def connect(self, prepared: FakePrepared, fire_at_ms: int) -> None:
         pass  # every fake run is connected when made ready
@@ -78,6 +88,15 @@ class FakeSteps:
         with self.lock:
             self.sent.append((prepared.run.id, self.now_ms))
             return datetime.fromtimestamp(self.now_ms / 1000, tz=timezone.utc)
+
+    def stopped_lately(self, runs: list[StartedExecution]) -> set[str]:
+        with self.lock:
+            self.checks.append((self.now_ms, sorted(run.id for run in runs)))
+        return {run.id for run in runs} & self.marked
+
+    def drop_stopped(self, runs: list[StartedExecution]) -> set[str]:
+        assert {run.id for run in runs} <= self.marked
+        return {run.id for run in runs} & self.stopped
 
     def run_guarded(self, dispatch: Dispatch) -> Result | str:
         if dispatch.execution_id in self.guarded:
@@ -188,6 +207,44 @@ def test_runs_judged_at_their_instant_are_handed_over_with_why_they_did_not_star
     sender.send(steps, Group(_ahead(("ahead", 0)), guarded), results)
     assert results.not_started_ == {"skipped-one": "skipped"}
     assert sorted(r.run.id for r in results.results) == ["ahead", "started-one"]
+
+
+def test_runs_of_jobs_stopped_since_they_started_are_checked_once_per_instant_and_dropped_unsent(
+    sender: Sender,
+) -> None:
+    """At each instant the steps are asked once, about that instant's runs, just before the writes; a run
+    held back and dropped is handed over not started ('skipped'), its connection abandoned, never written; one
+    held back but not dropped (a manual run of a paused job) is written at the same instant."""
+    steps, results = FakeSteps(ready_first=4), Collected()
+    steps.marked, steps.stopped = {"paused", "manual"}, {"paused"}
+    sender.send(steps, Group(_ahead(("paused", 0), ("manual", 0), ("other", 0), ("later", 300)), []), results)
+    assert steps.checks == [(T0_MS, ["manual", "other", "paused"]), (T0_MS + 300, ["later"])]
+    assert sorted(steps.sent) == [("later", T0_MS + 300), ("manual", T0_MS), ("other", T0_MS)]
+    assert results.not_started_ == {"paused": "skipped"}
+    assert sorted(r.run.id for r in results.results) == ["later", "manual", "other"]
+    assert steps.prepared["paused"].abandoned and not steps.prepared["manual"].abandoned
+
+
+def test_a_dropped_run_still_getting_ready_at_its_instant_is_never_sent_by_its_preparation(sender: Sender) -> None:
+    steps, results = FakeSteps(), Collected()
+    steps.marked = steps.stopped = {"slow"}
+    dropped = threading.Event()
+    steps.prepare_hook = lambda run: assert_set(dropped) if run.id == "slow" else None
+    original_drop = steps.drop_stopped
+
+    def drop(runs: list[StartedExecution]) -> set[str]:
+        found = original_drop(runs)
+        dropped.set()
+        return found
+
+    steps.drop_stopped = drop  # type: ignore[method-assign]
+    sender.send(steps, Group(_ahead(("slow", 0), ("later", 500)), []), results)
+    assert steps.sent == [("later", T0_MS + 500)]
+    assert results.not_started_ == {"slow": "skipped"} and steps.prepared["slow"].abandoned
+
+
+def assert_set(event: threading.Event) -> None:
+    assert event.wait(WAIT_SECONDS)
 
 
 def test_a_failing_step_is_raised_once_the_other_runs_are_handed_over(sender: Sender) -> None:

@@ -16,6 +16,10 @@ count. The set, the hashes, the marker and the rebuild key of one shard share on
 run on a cluster-mode cache (ElastiCache Serverless); DUE_INDEX_SHARDS spreads jobs over several such
 shards (tickwork.dueindex.shards), each claimed and rebuilt on its own. The locks live under the base tag.
 
+Under the base tag too, a marker per job paused or deleted lately (`stopped:<job id>`, its status): the
+executor reads those of a group's jobs at each instant, just before its writes, and holds back a run started
+ahead of a pause (tickwork.runs.executor). It lives as long as such a run can still wait for its instant.
+
 The marker key says the index is whole. When Redis loses it, the index is rebuilt from Postgres in
 steps (tickwork.dueindex.reconcile); the rebuild key holds how far it got, so the next step, in the next tick or
 maintenance pass, goes on from there. Rebuilding never moves a score already in the set.
@@ -33,6 +37,9 @@ from tickwork.models import Dispatch
 # How long a second's mark outlives it: far longer than any tick of that second can arrive late, and
 # short-lived enough that the marks of an hour never pile up.
 TICKED_SECOND_TTL_MS = 60_000
+# How long a stopped job's mark lasts: past the latest instant of a run started before the pause (handed over
+# at most the 10 s lookahead ahead, waited for at most 20 s: tickwork.runs.executor.MAX_EARLY_WAIT_SECONDS).
+STOPPED_TTL_MS = 60_000
 
 
 class DueIndex:
@@ -171,6 +178,25 @@ class DueIndex:
 
     def ticked_second_key(self, second: int) -> str:
         return f"{self._base}:ticked:{second}"
+
+    def stopped_key(self, job_id: str) -> str:
+        return f"{self._base}:stopped:{job_id}"
+
+    def mark_stopped(self, job_id: str, status: str, pipeline: Any = None) -> None:
+        """Note that a job was paused or deleted (`status`), once that is committed to Postgres."""
+        (pipeline or self.redis).set(self.stopped_key(job_id), status, px=STOPPED_TTL_MS)
+
+    def clear_stopped(self, job_id: str, pipeline: Any = None) -> None:
+        """A job resumed: its runs go out again."""
+        (pipeline or self.redis).delete(self.stopped_key(job_id))
+
+    def stopped_jobs(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """Of these jobs, those paused or deleted lately, with their status (one round trip)."""
+        ids = list(dict.fromkeys(job_ids))
+        if not ids:
+            return {}
+        found = self.redis.mget([self.stopped_key(job_id) for job_id in ids])
+        return {job_id: status for job_id, status in zip(ids, found) if status is not None}
 
     def last_tick_ms(self) -> int | None:
         """When a poller last ticked (epoch ms, its own clock), None if none ever did since Redis was empty."""

@@ -147,6 +147,13 @@ class Prepared:
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._write_failed(exc, wait=False)
 
+    def abandon(self) -> None:
+        """Never to be sent (its run was dropped at its instant): close its connection, which holds the
+        request's head unwritten and cannot be kept for another."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
     def awaiting(self) -> tuple[socket.socket | None, float]:
         """The socket the response will arrive on and the attempt's deadline, once fired; None when
         complete() has nothing to wait for (nothing was sent, or the write failed) or has to write first."""

@@ -158,3 +158,4 @@ def queue(index: DueIndex, noted: Noted, now_ms: int, pipeline: Any) -> None:
         index.schedule_notification(notification_id, 1, to_ms(due), pipeline=pipeline)
     for job_id in noted.paused:
         index.remove_job(job_id, pipeline)
+        index.mark_stopped(job_id, "paused", pipeline)

@@ -30,7 +30,7 @@ from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
 from tickwork.rules import retry
-from tickwork.runs import awaiting, bounds, completion, ends
+from tickwork.runs import awaiting, bounds, completion, ends, stops
 from tickwork.runs.decided import Decided, decide, first_attempt, lag_ms, retry_origin
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
@@ -105,6 +105,9 @@ class Executor:
             prepared = self.prepare(run)
             self.connect(prepared, dispatch.fire_at_ms)
             self.wait_until(dispatch.fire_at_ms)
+            if self.stopped_lately([run]) and self.drop_stopped([run]):
+                prepared.abandon()
+                return "skipped"
             result = Result(run, self.fire(prepared), prepared.complete())
         return result if isinstance(result, str) else self.record([result])[result.run.id]
 
@@ -117,6 +120,12 @@ class Executor:
             return judged
         prepared = self.prepare(judged)
         return Result(judged, self.fire(prepared), prepared.complete())
+
+    def stopped_lately(self, runs: Sequence[StartedExecution]) -> set[str]:
+        return stops.stopped_lately(self.svc, runs)
+
+    def drop_stopped(self, runs: Sequence[StartedExecution]) -> set[str]:
+        return stops.dropped(self.svc, runs)
 
     def start_guarded(self, dispatch: Dispatch) -> StartedExecution | str:
         """Start a first attempt of a job that forbids overlap, judged as things are at its instant."""

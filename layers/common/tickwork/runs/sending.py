@@ -61,6 +61,7 @@ class Slot:
     run: StartedExecution
     prepared: delivery.Prepared | None = None
     due: bool = False
+    dropped: bool = False  # its job was stopped before its instant: never sent
     sent_at: datetime | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,26 +97,47 @@ class Sending:
 
     def _send_in_order(self) -> list[Future[Any]]:
         """At each instant, send the runs due then that are ready; a run still getting ready is sent by
-        its preparation as soon as that ends. Responses are awaited only once the instant's runs are out."""
+        its preparation as soon as that ends. Responses are awaited only once the instant's runs are out.
+        Runs whose job was paused or deleted lately wait for the others, and for `steps.drop_stopped`."""
         futures: list[Future[Any]] = []
         i = 0
         while i < len(self.slots):
             instant = self.slots[i].dispatch.fire_at_ms
+            end = next((j for j in range(i, len(self.slots)) if self.slots[j].dispatch.fire_at_ms != instant),
+                       len(self.slots))
+            due = self.slots[i:end]
             self.steps.wait_until(instant)
-            sent = []
+            held = self.steps.stopped_lately([slot.run for slot in due])
             with self.sender.writing():
-                while i < len(self.slots) and self.slots[i].dispatch.fire_at_ms == instant:
-                    slot = self.slots[i]
-                    with slot.lock:
-                        slot.due, ready = True, slot.prepared is not None
-                    if ready:
-                        self._send(slot)
-                        sent.append(slot)
-                    i += 1
+                sent = [slot for slot in due if slot.run.id not in held and self._due(slot)]
+            if held:
+                sent += self._judge([slot for slot in due if slot.run.id in held])
             # Runs with some of their request left to write (tickwork.http.delivery) get threads first.
             sent.sort(key=_answer_awaited)
             futures += [self._read_later(slot) for slot in sent]
+            i = end
         return futures
+
+    def _due(self, slot: Slot) -> bool:
+        """Its instant has come: send it if ready (True); otherwise its preparation sends it when it ends."""
+        with slot.lock:
+            slot.due, ready = True, slot.prepared is not None
+        if ready:
+            self._send(slot)
+        return ready
+
+    def _judge(self, held: list[Slot]) -> list[Slot]:
+        """Drop the runs held back that their job no longer makes, send the others; returns those sent."""
+        dropped = self.steps.drop_stopped([slot.run for slot in held])
+        for slot in held:
+            if slot.run.id in dropped:
+                with slot.lock:
+                    slot.dropped, prepared = True, slot.prepared
+                if prepared is not None:
+                    prepared.abandon()
+                self.results.not_started(slot.dispatch, "skipped")
+        with self.sender.writing():
+            return [slot for slot in held if slot.run.id not in dropped and self._due(slot)]
 
     def _read_later(self, slot: Slot) -> Future[Any]:
         """Await and read a sent run's response on one of the group's threads."""
@@ -126,8 +148,10 @@ class Sending:
         prepared = self.steps.prepare(slot.run)
         self.steps.connect(prepared, slot.dispatch.fire_at_ms)
         with slot.lock:
-            slot.prepared, late = prepared, slot.due
-        if late:
+            slot.prepared, late, dropped = prepared, slot.due, slot.dropped
+        if dropped:
+            prepared.abandon()
+        elif late:
             self._send(slot)
             self._complete(slot)
 

@@ -166,7 +166,7 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 # The runs a job no longer makes (executions e of jobs j): every run of a deleted job, and the scheduled
 # runs of a paused one. A manual run is outside the schedule: it goes ahead paused or not, retries included;
 # so does a replayed run (tickwork.rules.replay), asked for by hand as a manual run is.
-_STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule' AND e.replay_count = 0))"
+STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule' AND e.replay_count = 0))"
 _PENDING = ("queued", "waiting", "retrying")
 
 
@@ -191,7 +191,7 @@ WITH asked AS (
        SET status = 'skipped', last_error = %(note)s || j.status, next_attempt_at = NULL, finished_at = now()
       FROM asked r, jobs j
      WHERE e.id = r.id AND j.id = e.job_id
-       AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1 AND {_STOPPED}
+       AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1 AND {STOPPED}
 )
 UPDATE executions e
    SET status = 'running', attempt_count = e.attempt_count + 1,
@@ -201,7 +201,7 @@ UPDATE executions e
   FROM asked r, jobs j
  WHERE e.id = r.id AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
-   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1 OR e.replay_count > 0) AND NOT {_STOPPED}
+   AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1 OR e.replay_count > 0) AND NOT {STOPPED}
 RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
           j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count, j.completion
 """
@@ -224,7 +224,7 @@ def stopped_runs(conn: Any, execution_ids: Sequence[str]) -> dict[str, str]:
         return {}
     rows = conn.execute(
         f"SELECT e.id::text, j.status FROM executions e JOIN jobs j ON j.id = e.job_id"
-        f" WHERE e.id = ANY(%s::uuid[]) AND {_STOPPED}", (list(execution_ids),),
+        f" WHERE e.id = ANY(%s::uuid[]) AND {STOPPED}", (list(execution_ids),),
     ).fetchall()
     return dict(rows)
 

@@ -160,15 +160,20 @@ def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobWith
 
 
 def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
-    """The job stops at once: its scheduled runs not started yet, retries included, are skipped (a run in
-    flight finishes its attempt and is not retried, tickwork.runs.bounds); manual runs go ahead."""
-    return transition(scope, job_id, lambda _, job: Edited(_paused(job)),
-                      then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now),
-                      action=audit.JOB_PAUSED)
+    """The job stops at once: its scheduled runs not started yet, retries included, are skipped, and those
+    started ahead of their instant are dropped at it (the mark read by tickwork.runs.stops); a run in flight
+    finishes its attempt and is not retried (tickwork.runs.bounds); manual runs go ahead."""
+    paused = transition(scope, job_id, lambda _, job: Edited(_paused(job)),
+                        then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now),
+                        action=audit.JOB_PAUSED)
+    scope.index.mark_stopped(paused.job.id, paused.job.status)
+    return paused
 
 
 def resume_job(scope: Scope, job_id: str) -> JobWithCalendars:
-    return transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
+    resumed = transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
+    scope.index.clear_stopped(resumed.job.id)
+    return resumed
 
 
 def delete_job(scope: Scope, job_id: str, only_if: Callable[[Any, JobRow], bool] | None = None) -> bool:
@@ -183,6 +188,7 @@ def delete_job(scope: Scope, job_id: str, only_if: Callable[[Any, JobRow], bool]
             raise NotFoundError("job not found")
         audit.record(conn, scope, audit.JOB_DELETED, job_id=job_id, target=name)
     scope.index.remove_job(job_id)
+    scope.index.mark_stopped(job_id, "deleted")  # its runs started ahead are dropped at their instant
     return True
 
 
