@@ -37,6 +37,7 @@ from bench.report import (
     write_doc,
 )
 from bench.target import DEFAULT_NICE, Target
+from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
 
 # In the order they run.
 PHASES = ("burst", "hour", "steady", "connections", "noisy", "replay", "idle", "rebuild", "coldstart", "shards", "schedule")
@@ -52,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--only", action="append", choices=PHASES, help="run only this benchmark (repeatable)")
     parser.add_argument("--burst-jobs", type=int, default=10_000)
     parser.add_argument("--hour-jobs", type=int, default=10_000, help="jobs sharing the top-of-the-hour instant")
+    parser.add_argument("--hour-default-quotas", action="store_true",
+                        help="the hour's tenant at the default max_runs_in_flight instead of one past its jobs "
+                             "(with --hour-jobs 1000: a tenant alone at its max_jobs, inside every default quota)")
     parser.add_argument("--steady-jobs", type=int, default=1_000)
     parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
     parser.add_argument("--connections-jobs", type=int, default=connections.JOBS,
@@ -140,8 +144,10 @@ def run_hour(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str
     """The top of the hour twice in one run: the fixed lookahead of before (the baseline column), then
     the adaptive one (today's defaults)."""
     n, w, p, x = args.hour_jobs, args.workers, args.db_pool, args.executor_processes
-    fixed = {"max_lookahead_ms": top_of_hour.FIXED_LOOKAHEAD_MS}
-    return {"fixed": top_of_hour.run(srv, target, n, w, p, x, fixed), "adaptive": top_of_hour.run(srv, target, n, w, p, x)}
+    quotas = {"max_runs_in_flight": DEFAULT_MAX_RUNS_IN_FLIGHT} if args.hour_default_quotas else {}
+    fixed = {"max_lookahead_ms": top_of_hour.FIXED_LOOKAHEAD_MS, **quotas}
+    return {"fixed": top_of_hour.run(srv, target, n, w, p, x, fixed),
+            "adaptive": top_of_hour.run(srv, target, n, w, p, x, quotas or None)}
 
 
 def run_steady(srv: Servers, target: Target, args: argparse.Namespace, in_process_too: bool) -> dict[str, Any]:

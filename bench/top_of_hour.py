@@ -87,10 +87,11 @@ def rows(r: dict[str, Any], processes: int) -> list[tuple[str, ...]]:
 
     new, old = r["adaptive"], r["fixed"]
     nd, od = new["deliveries"], old["deliveries"]
-    jobs = new["jobs"]
+    jobs, quota = new["jobs"], new["settings"].get("max_runs_in_flight")
+    in_flight = f"; the tenant's max_runs_in_flight {quota:,}" if quota else ""
     return [
-        (f"Top of the hour: {jobs:,} jobs share one instant (created {LEAD_SECONDS} s ahead); executors in "
-         f"{processes} processes; baseline column: the fixed 1.5 s lookahead of before, same run",),
+        (f"Top of the hour: {jobs:,} jobs share one instant (created {LEAD_SECONDS} s ahead){in_flight}; executors "
+         f"in {processes} processes; baseline column: the fixed 1.5 s lookahead of before, same run",),
         ("send lag p50 / p99 / max (instant → request sent)", lags(nd["send_lag_ms"]), lags(od["send_lag_ms"]),
          ratio(nd["send_lag_ms"]["p99"], od["send_lag_ms"]["p99"]) + " (p99)",
          verdict(nd["send_lag_ms"]["p99"], 500, ms) + " (p99)"),
