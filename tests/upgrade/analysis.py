@@ -93,10 +93,18 @@ def tick_second(logged_at: float) -> int:
 
 
 def ticks_per_second(ticks: Mapping[str, Sequence[float]], first: int, last: int) -> dict[int, list[str]]:
-    """Which runtimes did a working tick in each second from `first` to `last`."""
-    found: dict[int, list[str]] = {second: [] for second in range(first, last + 1)}
-    for label, logged in ticks.items():
-        for at in logged:
-            if (second := tick_second(at)) in found:
-                found[second].append(label)
+    """Which runtimes did a working tick in each second from `first` to `last`.
+
+    A tick logs when it is done, so one that overran 750 ms on a loaded machine logs in the next second's
+    span, beside that second's own tick. It is given the second before instead when no tick has it: the
+    loop is once a second, so a tick that ran long leaves that second empty, while two pollers working one
+    second leave no such gap (and the count of ticks would exceed the seconds)."""
+    found: dict[int, list[str]] = {second: [] for second in range(first - 1, last + 1)}
+    for at, label in sorted((at, label) for label, logged in ticks.items() for at in logged):
+        second = tick_second(at)
+        if second in found and found[second] and not found.get(second - 1, [None]):
+            second -= 1
+        if second in found:
+            found[second].append(label)
+    found.pop(first - 1)
     return found

@@ -74,8 +74,16 @@ class Runtime:
         return found
 
     def errors(self) -> list[str]:
-        return [line for line in self._log("err").read_text(errors="replace").splitlines()
-                if " ERROR " in line or "Traceback" in line]
+        """Its ERROR lines and tracebacks, each traceback whole (up to the exception's own line)."""
+        found: list[str] = []
+        lines = self._log("err").read_text(errors="replace").splitlines()
+        for number, line in enumerate(lines):
+            if " ERROR " in line:
+                found.append(line)
+            elif line.startswith("Traceback"):
+                end = next((i for i in range(number + 1, len(lines)) if not lines[i].startswith(" ")), len(lines) - 1)
+                found.append("\n".join(lines[number:end + 1]))
+        return found
 
     def tail(self, lines: int = 40) -> str:
         text = self._log("err").read_text(errors="replace") if self._log("err").exists() else ""
