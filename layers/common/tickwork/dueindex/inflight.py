@@ -67,7 +67,10 @@ class InFlight:
         held = [d for d in dispatches if d.tenant_id]
         if not held:
             return
-        pipe = self.redis.pipeline(transaction=False)
+        by_tenant: dict[str, list[str]] = {}
         for d in held:
-            pipe.zrem(self.key(d.tenant_id), member(d))
+            by_tenant.setdefault(d.tenant_id, []).append(member(d))
+        pipe = self.redis.pipeline(transaction=False)
+        for tenant_id, members in by_tenant.items():
+            pipe.zrem(self.key(tenant_id), *members)  # one command per tenant, not one per run
         pipe.execute()

@@ -9,6 +9,7 @@ statement, never held back for the slowest.
 """
 from __future__ import annotations
 
+import math
 import queue
 import random
 import threading
@@ -48,6 +49,10 @@ MAX_EARLY_WAIT_SECONDS = 20.0
 # How long the recorder gathers a group's results after the first before writing them: one statement (one
 # commit) for answers that arrive together instead of one for every few, at most this much later.
 RECORD_LINGER_SECONDS = 0.02
+# A group gives its written runs' places back at most this often (the first at once, the rest at its end): its
+# answers are written a few at a time, and a Redis call per write cost the executor a quarter of the writes' own
+# CPU at a heavy instant (issue 33). A place is held at most this much longer than its attempt.
+GIVE_BACK_EVERY_SECONDS = 0.1
 
 
 # What an execution environment keeps warm across its invocations. An environment runs one invocation
@@ -312,6 +317,8 @@ class _Group:
         unique = [dispatches[i] for i in sorted(firsts.values())]
         self.by_run = {d.execution_id: d for d in unique}
         self.given_back: set[str] = set()  # runs whose place the recorder freed as their attempt was written
+        self.to_give: list[Dispatch] = []  # written, their places not given back yet
+        self.given_at = -math.inf  # time.monotonic() of the recorder's last give-back
         ahead = sorted(((d, started[d.execution_id]) for d in unique if d.execution_id in started),
                        key=lambda pair: pair[0].fire_at_ms)
         self.group = Group(ahead, [d for d in unique if d.execution_id not in started])
@@ -348,7 +355,7 @@ class _Group:
         done = False
         while not done:
             batch: list[Result] = []
-            item = self.results.get()
+            item = self._next_result()
             linger_until = time.monotonic() + RECORD_LINGER_SECONDS
             while item is not None:
                 batch.append(item)
@@ -359,6 +366,22 @@ class _Group:
             done = item is None
             if batch:
                 self._write(batch)
+        self._give_back(at_once=True)
+
+    def _next_result(self) -> Result | None:
+        """The next result; places waiting to be given back are given back when due meanwhile."""
+        while True:
+            due = None if not self.to_give else max(self.given_at + GIVE_BACK_EVERY_SECONDS - time.monotonic(), 0.0)
+            try:
+                return self.results.get(timeout=due)
+            except queue.Empty:
+                self._give_back()
+
+    def _give_back(self, at_once: bool = False) -> None:
+        if self.to_give and (at_once or time.monotonic() >= self.given_at + GIVE_BACK_EVERY_SECONDS):
+            give_back(self.executor.svc, self.to_give)
+            self.given_back.update(d.execution_id for d in self.to_give)
+            self.to_give, self.given_at = [], time.monotonic()
 
     def _write(self, batch: list[Result]) -> None:
         try:
@@ -368,12 +391,11 @@ class _Group:
             self.failure = self.failure or exc
             return
         self.outcomes.update(written)
-        # A run's place among its tenant's runs in flight is free once its attempt is written, not when the
-        # invocation's slowest run (maybe another tenant's, on a target that never answers) ends.
-        held = [self.by_run[run_id] for run_id in written if run_id in self.by_run]
-        if held:
-            give_back(self.executor.svc, held)
-            self.given_back.update(d.execution_id for d in held)
+        # A run's place among its tenant's runs in flight is free once its attempt is written (at most
+        # GIVE_BACK_EVERY_SECONDS later), not when the invocation's slowest run (maybe another tenant's, on a
+        # target that never answers) ends.
+        self.to_give += [self.by_run[run_id] for run_id in written if run_id in self.by_run]
+        self._give_back()
 
 
 def run_headers(run: StartedExecution) -> dict[str, str]:
