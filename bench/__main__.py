@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import baseline_0cron, burst, coldstart, connections, idle, noisy, rebuild, replay, shards, steady, top_of_hour
+from bench import (
+    baseline_0cron, burst, coldstart, connections, idle, many_tenants, noisy, rebuild, replay, shards, steady, top_of_hour,
+)
 from bench.harness import LineSink, Servers, capture_logs
 from bench.phases import Phase, run_phases
 from bench.report import (
@@ -40,7 +42,8 @@ from bench.target import DEFAULT_NICE, Target
 from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
 
 # In the order they run.
-PHASES = ("burst", "hour", "steady", "connections", "noisy", "replay", "idle", "rebuild", "coldstart", "shards", "schedule")
+PHASES = ("burst", "hour", "tenants", "instant", "steady", "connections", "noisy", "replay", "idle", "rebuild", "coldstart",
+          "shards", "schedule")
 DOC = ROOT / "docs" / "benchmarks.md"
 MIB = 1024 * 1024
 
@@ -56,6 +59,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hour-default-quotas", action="store_true",
                         help="the hour's tenant at the default max_runs_in_flight instead of one past its jobs "
                              "(with --hour-jobs 1000: a tenant alone at its max_jobs, inside every default quota)")
+    many_tenants.add_arguments(parser)
     parser.add_argument("--steady-jobs", type=int, default=1_000)
     parser.add_argument("--steady-seconds", type=int, default=None, help="default 60, or 10 with --quick")
     parser.add_argument("--connections-jobs", type=int, default=connections.JOBS,
@@ -146,8 +150,8 @@ def run_hour(srv: Servers, target: Target, args: argparse.Namespace) -> dict[str
     n, w, p, x = args.hour_jobs, args.workers, args.db_pool, args.executor_processes
     quotas = {"max_runs_in_flight": DEFAULT_MAX_RUNS_IN_FLIGHT} if args.hour_default_quotas else {}
     fixed = {"max_lookahead_ms": top_of_hour.FIXED_LOOKAHEAD_MS, **quotas}
-    return {"fixed": top_of_hour.run(srv, target, n, w, p, x, fixed),
-            "adaptive": top_of_hour.run(srv, target, n, w, p, x, quotas or None)}
+    return {"fixed": top_of_hour.run(srv, target, [("bench", n)], w, p, x, fixed),
+            "adaptive": top_of_hour.run(srv, target, [("bench", n)], w, p, x, quotas or None)}
 
 
 def run_steady(srv: Servers, target: Target, args: argparse.Namespace, in_process_too: bool) -> dict[str, Any]:
@@ -338,6 +342,7 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
         Phase("hour", f"Top of the hour: {args.hour_jobs:,} jobs share one instant",
               "top of the hour (twice: fixed, adaptive lookahead)",
               lambda: run_hour(srv, target(), args), lambda r: top_of_hour.rows(r, x)),
+        *many_tenants.phases(args, srv),
         Phase("steady", f"Steady: {args.steady_jobs:,} jobs every second for {args.steady_seconds} s",
               f"steady ({args.steady_seconds} s, {'three times' if in_process_too else 'twice'})",
               lambda: run_steady(srv, target(), args, in_process_too), lambda r: steady_all_rows(r, args)),

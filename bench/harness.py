@@ -128,15 +128,19 @@ def request_for(url: str) -> dict[str, Any]:
             "body": '{"bench":true}', "timeout_seconds": REQUEST_TIMEOUT_SECONDS}
 
 
-def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
-    """`count` active jobs in one INSERT ... SELECT (as the API would write them, minus the API)."""
+def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str | Sequence[str], name: str,
+                tenant: str = "bench") -> list[str]:
+    """`count` active jobs of `tenant` in one INSERT ... SELECT (as the API would write them, minus the API);
+    given several URLs, the jobs take them in turn."""
+    urls = [url] if isinstance(url, str) else list(url)
     with ws.connect() as conn:
-        tenant_id = find_tenant(conn, "bench") or create_tenant(conn, "bench")  # names are unique (0004)
+        tenant_id = find_tenant(conn, tenant) or create_tenant(conn, tenant)  # names are unique (0004)
         rows = conn.execute(
             "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, request, retry, status, next_run_at)"
-            " SELECT gen_random_uuid(), %s, %s || '-' || i, %s, 'UTC', %s, %s, 'active', %s"
+            " SELECT gen_random_uuid(), %s, %s || '-' || i, %s, 'UTC',"
+            " jsonb_set(%s, '{url}', to_jsonb((%s::text[])[1 + i %% %s])), %s, 'active', %s"
             " FROM generate_series(1, %s) AS i RETURNING id::text",
-            (tenant_id, name, schedule, Jsonb(request_for(url)),
+            (tenant_id, name, schedule, Jsonb(request_for(urls[0])), urls, len(urls),
              Jsonb({"strategy": "fixed", "max_attempts": 1, "delay_seconds": 1}), from_ms(next_run_ms), count),
         ).fetchall()
     return [row[0] for row in rows]
@@ -144,12 +148,13 @@ def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url:
 
 def index_jobs(ws: Workspace, job_ids: Sequence[str], next_run_ms: int) -> None:
     """Index jobs that share one schedule: the first through scheduling.index_job (the real path), the
-    rest with the spec it produced, put_job in pipelines of INDEX_CHUNK."""
-    index = DueIndex(ws.redis, ws.namespace)
+    rest with the spec it produced, put_job in pipelines of INDEX_CHUNK (each job in its own shard)."""
+    index = DueIndex(ws.redis, ws.namespace, ws.settings.due_index_shards)
+    index.store_layout()  # else the first tick takes the index for one of another layout and clears it
     with ws.connect() as conn:
         first = jobs_store.get_jobs(conn, [job_ids[0]])[0]
     scheduling.index_job(index, first)
-    spec = json.loads(ws.redis.hget(index.specs_key, first.id))
+    spec = json.loads(ws.redis.hget(index.shard_of_job(first.id).specs_key, first.id))
     for start in range(1, len(job_ids), INDEX_CHUNK):
         pipe = index.pipeline()
         for job_id in job_ids[start:start + INDEX_CHUNK]:
@@ -158,8 +163,9 @@ def index_jobs(ws: Workspace, job_ids: Sequence[str], next_run_ms: int) -> None:
     mark_built(index, int(time.time() * 1000))
 
 
-def create_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str, name: str) -> list[str]:
-    job_ids = insert_jobs(ws, count, schedule, next_run_ms, url, name)
+def create_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url: str | Sequence[str], name: str,
+                tenant: str = "bench") -> list[str]:
+    job_ids = insert_jobs(ws, count, schedule, next_run_ms, url, name, tenant)
     index_jobs(ws, job_ids, next_run_ms)
     return job_ids
 

@@ -5,6 +5,8 @@ because one step near its end could not start.
 """
 from __future__ import annotations
 
+import math
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TextIO
@@ -16,6 +18,37 @@ REASON_CHARS = 240
 
 class Unavailable(RuntimeError):
     """What a phase needs is not on this machine (a tool, an interpreter): skipped, not failed."""
+
+
+class OverBudget(RuntimeError):
+    """A phase ran past its time budget before it had anything to report."""
+
+
+@dataclass
+class Deadline:
+    """A phase's time budget (`make bench` must end in minutes, whatever the machine): it stops waiting once
+    over it and reports what it has, or raises OverBudget where it has nothing yet."""
+
+    seconds: float | None  # None: no budget
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def left(self) -> float:
+        return math.inf if self.seconds is None else self.started + self.seconds - self.clock()
+
+    def over(self) -> bool:
+        return self.left() <= 0
+
+    def bounded(self, seconds: float) -> float:
+        """`seconds`, or what is left of the budget if less (never below 0)."""
+        return max(0.0, min(seconds, self.left()))
+
+    def check(self, step: str) -> None:
+        if self.over():
+            raise OverBudget(f"over its time budget of {self.seconds:g} s before {step}")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ benchmark needs (the request line is skipped, three Tickwork headers and Content
 arrival time is taken when the socket's bytes are handed over, before they are parsed. The parent asks
 for the records over a pipe; nothing is shared. With `close_after_answer` it answers `Connection: close`
 and closes each connection after its answer, as HTTP/1.0 servers and gunicorn's sync worker do.
+
+With `addresses=N` it listens on N loopback addresses (127.0.0.1, 127.0.0.2, ...: Linux routes all of 127/8 to
+the loopback interface), a port each: a client's connections to one address and port share the ephemeral ports
+(net.ipv4.ip_local_port_range, 28,232 by default), which an instant of 100,000 runs would run out of.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ BACKLOG = 4096
 START_TIMEOUT_SECONDS = 10.0
 REPLY_TIMEOUT_SECONDS = 30.0
 DEFAULT_NICE = -15
+# 127.0.0.1 to 127.0.0.254: the loopback addresses a target may spread over.
+MAX_ADDRESSES = 254
 
 
 @dataclass(frozen=True)
@@ -136,14 +142,24 @@ def _raise_priority(nice: int) -> int:
     return os.getpriority(os.PRIO_PROCESS, 0)
 
 
-def _serve(conn: Any, nice: int, close_after_answer: bool, idle_timeout: float | None) -> None:
+def loopback_addresses(count: int) -> list[str]:
+    """The first `count` loopback addresses, from 127.0.0.1."""
+    if not 1 <= count <= MAX_ADDRESSES:
+        raise ValueError(f"a target spreads over 1 to {MAX_ADDRESSES} loopback addresses, not {count}")
+    return [f"127.0.0.{n}" for n in range(1, count + 1)]
+
+
+def _serve(conn: Any, nice: int, close_after_answer: bool, idle_timeout: float | None, addresses: int) -> None:
     nice_in_force = _raise_priority(nice)
     recorder = _Recorder()
     loop = asyncio.new_event_loop()
-    server = loop.run_until_complete(loop.create_server(
-        lambda: _Connection(recorder, close_after_answer, idle_timeout), "127.0.0.1", 0, backlog=BACKLOG,
-        reuse_address=True))
-    conn.send((server.sockets[0].getsockname()[1], nice_in_force))
+    listening = []
+    for address in loopback_addresses(addresses):
+        server = loop.run_until_complete(loop.create_server(
+            lambda: _Connection(recorder, close_after_answer, idle_timeout), address, 0, backlog=BACKLOG,
+            reuse_address=True))
+        listening.append((address, server.sockets[0].getsockname()[1]))
+    conn.send((listening, nice_in_force))
 
     def control() -> None:
         while True:
@@ -175,24 +191,27 @@ class Target:
     close_after_answer: answer `Connection: close` and close every connection after its answer (a target
     that never keeps a connection); by default connections are kept open as long as the client keeps them.
     idle_timeout: close a connection that brings no bytes for this many seconds, fresh or kept alive.
+    addresses: how many loopback addresses it listens on (`urls`, one each; `url` is the first).
     """
 
     def __init__(self, nice: int = DEFAULT_NICE, close_after_answer: bool = False,
-                 idle_timeout: float | None = None) -> None:
+                 idle_timeout: float | None = None, addresses: int = 1) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, nice, close_after_answer, idle_timeout),
+        self._process = ctx.Process(target=_serve, args=(child, nice, close_after_answer, idle_timeout, addresses),
                                     name="bench-target", daemon=True)
         self._lock = threading.Lock()
         self.url = ""
+        self.urls: list[str] = []
         self.nice = 0
 
     def __enter__(self) -> Target:
         self._process.start()
         if not self._conn.poll(START_TIMEOUT_SECONDS):
             raise RuntimeError("benchmark target did not start")
-        port, self.nice = self._conn.recv()
-        self.url = f"http://127.0.0.1:{port}/hook"
+        listening, self.nice = self._conn.recv()
+        self.urls = [f"http://{address}:{port}/hook" for address, port in listening]
+        self.url = self.urls[0]
         return self
 
     def __exit__(self, *exc: object) -> None:

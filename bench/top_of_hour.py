@@ -15,19 +15,23 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from bench.burst import DRAIN_TIMEOUT_SECONDS, SETUP_MARGIN_SECONDS, SETUP_SECONDS_PER_JOB
 from bench.harness import SecondTicker, Servers, Workspace, create_jobs, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
 from bench.rig import TickworkRig, tick_summary, warm_up
-from bench.target import Target
+from bench.phases import Deadline
+from bench.target import Arrival, Target
 from tickwork.dispatch.poller import TICK_OFFSET_MS
+from tickwork.secrets import vault
+from tickwork.store.tenants import find_tenant
 
 # How long before the instant the jobs exist and the poller is ticking: longer than any lookahead.
 LEAD_SECONDS = 15
 SENT_WITHIN_MS = 1000
 FIXED_LOOKAHEAD_MS = 1500  # the lookahead of before: every instant claimed 1.5 to 2 s ahead
+SETUP_SECONDS_PER_TENANT = 0.05  # its row, its jobs' INSERT and their first index_job
 
 
 def hourly_at(instant: int) -> str:
@@ -37,42 +41,71 @@ def hourly_at(instant: int) -> str:
     return f"{at.second} {at.minute} * * * *"
 
 
+Layout = Sequence[tuple[str, int]]  # tenants by name, with how many jobs each has at the instant
+
+
 def run(
-    servers: Servers, target: Target, jobs: int, workers: int, db_pool: int, executor_processes: int,
-    settings: dict[str, Any] | None = None,
+    servers: Servers, target: Target, layout: Layout, workers: int, db_pool: int, executor_processes: int,
+    settings: dict[str, Any] | None = None, deadline: Deadline | None = None,
 ) -> dict[str, Any]:
-    """One top-of-the-hour instant; `settings` overrides Tickwork settings (the A/B of a run)."""
+    """One top-of-the-hour instant; `settings` overrides Tickwork settings (the A/B of a run). The jobs take
+    the target's URLs in turn. Past `deadline` the drain stops and what arrived is reported (`over_budget`)."""
+    deadline = deadline or Deadline(None)
+    jobs = sum(n for _, n in layout)
     with Workspace(servers, "hour") as ws:
         ws.settings = replace(ws.settings, **(settings or {}))
         rig = TickworkRig(ws, workers, db_pool, executor_processes=executor_processes)
         try:
             warm_up(ws, rig, target)
-            instant = int(time.time() + SETUP_MARGIN_SECONDS + jobs * SETUP_SECONDS_PER_JOB) + LEAD_SECONDS
-            job_ids = create_jobs(ws, jobs, hourly_at(instant), instant * 1000, target.url, "bench")
+            setup = SETUP_MARGIN_SECONDS + jobs * SETUP_SECONDS_PER_JOB + len(layout) * SETUP_SECONDS_PER_TENANT
+            instant = int(time.time() + setup) + LEAD_SECONDS
+            tenant_of = {job_id: tenant for tenant, n in layout
+                         for job_id in create_jobs(ws, n, hourly_at(instant), instant * 1000, target.urls, "bench",
+                                                   tenant)}
+            sign_ahead(ws, [tenant for tenant, _ in layout])
             first_tick = int(time.time()) + 1
             if first_tick > instant - LEAD_SECONDS // 2:
                 raise RuntimeError("setup overran the lead time; raise LEAD_SECONDS")
+            deadline.check("the instant")
             ticker = SecondTicker(rig.tick, first_tick, instant + 1, TICK_OFFSET_MS / 1000).start()
             ticker.join()
-            drained = rig.drain(DRAIN_TIMEOUT_SECONDS)
-            wait_for(lambda: target.count() >= jobs, 5)
-            return {"settings": settings or {}, **_result(ws, target, ticker, job_ids, instant, drained, jobs)}
+            drained = rig.drain(deadline.bounded(DRAIN_TIMEOUT_SECONDS))
+            wait_for(lambda: target.count() >= jobs, deadline.bounded(5))
+            return {"settings": settings or {}, "tenants": len(layout), "over_budget": deadline.over(),
+                    "last_handed_after_instant_s": _since(instant, rig.invoker.last_handed_at),
+                    **_result(ws, target, ticker, tenant_of, instant, drained, jobs)}
         finally:
             rig.close()
 
 
+def sign_ahead(ws: Workspace, tenants: Sequence[str]) -> None:
+    """Each tenant's signing secret made, as a tenant that has sent before has it: else the first invocations
+    of the instant make it, every tenant's at once (the warm-up made only the first tenant's)."""
+    svc = ws.services(db_pool_size=1)
+    now = datetime.now(timezone.utc)
+    with svc.db.connection() as conn:
+        for tenant in tenants:
+            vault.signing_keys(svc.keyring, conn, find_tenant(conn, tenant), now)
+
+
+def _since(start: float, end: float | None) -> float | None:
+    return None if end is None else round(end - start, 3)
+
+
 def _result(
-    ws: Workspace, target: Target, ticker: SecondTicker, job_ids: list[str], instant: int, drained: bool, jobs: int,
+    ws: Workspace, target: Target, ticker: SecondTicker, tenant_of: dict[str, str], instant: int, drained: bool,
+    jobs: int,
 ) -> dict[str, Any]:
     arrivals = target.take()
     with ws.connect() as conn:
         send_lags = tickwork_send_lags(conn, "bench", (instant, instant))
         statuses = tickwork_statuses(conn, "bench", (instant, instant))
-    deliveries = summarize(arrivals, set(job_ids), (instant, instant), 1, send_lags)
+    deliveries = summarize(arrivals, set(tenant_of), (instant, instant), 1, send_lags)
     claiming = [t for t in ticker.ticks if t.result is not None and t.result.dispatched]
     return {
         "instant": instant, "jobs": jobs, "drained": drained, "statuses": statuses,
         "deliveries": deliveries.as_dict(),
+        "worst_tenants": worst_tenants(arrival_lags_by_tenant(arrivals, tenant_of, instant)),
         # Within 1 s after the instant: a request sent before it is early, a defect, not a success.
         "sent_within_1s": sum(1 for lag in send_lags if 0 <= lag <= SENT_WITHIN_MS),
         "sent_early": sum(1 for lag in send_lags if lag < 0),
@@ -80,6 +113,25 @@ def _result(
         "claiming_ticks": [tick_summary(t.result) for t in claiming],
         "tick_errors": [repr(e) for e in ticker.errors][:3],
     }
+
+
+def arrival_lags_by_tenant(arrivals: Sequence[Arrival], tenant_of: dict[str, str], instant: int,
+                           ) -> dict[str, list[float]]:
+    """Each tenant's arrival lags (ms after the instant), first arrival of each run only."""
+    seen: set[str] = set()
+    lags: dict[str, list[float]] = {}
+    for arrival in sorted(arrivals, key=lambda a: a.at):
+        if arrival.run_id in seen or arrival.job_id not in tenant_of:
+            continue
+        seen.add(arrival.run_id)
+        lags.setdefault(tenant_of[arrival.job_id], []).append((arrival.at - instant) * 1000)
+    return lags
+
+
+def worst_tenants(lags: dict[str, list[float]], count: int = 3) -> list[dict[str, Any]]:
+    """The tenants whose last run arrived latest: name, runs arrived, their max lag (ms)."""
+    ranked = sorted(lags.items(), key=lambda item: max(item[1]), reverse=True)[:count]
+    return [{"tenant": tenant, "arrived": len(ms), "max_ms": round(max(ms), 1)} for tenant, ms in ranked]
 
 
 def rows(r: dict[str, Any], processes: int) -> list[tuple[str, ...]]:
