@@ -76,7 +76,8 @@ openapi: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/cfn-lint --include-checks I -- template.yaml
 
-## Every benchmark (docs/benchmarks.md; about 8 minutes, rewrites its results). It builds what they need first: the
+## Every benchmark (docs/benchmarks.md; about 8 minutes, plus at most 10 for the many-tenant and 100,000-run
+## instants, each under a time budget: --tenants-budget, --instant-budget; rewrites its results). It builds what they need first: the
 ## dev venv, and .venv-3.13 (the project on Python 3.13, the Lambda runtime) for the cold-start phase. A phase that
 ## cannot run is reported skipped and the others' results are still printed and written.
 ## BENCH_ARGS: more arguments, e.g. `make bench BENCH_ARGS='--quick --only connections'`.
