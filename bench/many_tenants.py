@@ -178,6 +178,8 @@ def _instant_rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
         ("scheduler's share: last hand-off", scheduler_share(r["last_handed_after_instant_s"])),
         ("claimed: seconds before the instant, by tick",
          ", ".join(f"{a:g} s ({t['claimed']:,})" for a, t in zip(r["claimed_ahead_seconds"], r["claiming_ticks"]))),
+        ("runs held back by their tenants' max_runs_in_flight, all ticks",
+         f"{sum(t.get('delayed') or 0 for t in r['claiming_ticks']):,}"),
         ("arrival lag p50 / p99 / max (instant → target)", lags(d["arrival_lag_ms"])),
         ("latest tenants: max arrival lag", _worst(r)),
         ("delivered / dropped / duplicate", _counts(r)),

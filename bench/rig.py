@@ -98,5 +98,5 @@ def warm_up(ws: Workspace, rig: TickworkRig, target: Target) -> None:
 def tick_summary(result: TickResult | None) -> dict[str, Any]:
     if result is None:
         return {}
-    keys = ("claimed", "dispatched", "batches", "redis_round_trips", "postgres_round_trips")
+    keys = ("claimed", "dispatched", "delayed", "batches", "redis_round_trips", "postgres_round_trips")
     return {key: getattr(result, key, None) for key in keys}
