@@ -12,8 +12,9 @@ from typing import Any
 
 from tests.integration.dispatch.test_budget import tenant
 from tests.integration.helpers import insert_job
-from tests.support import mark_built, wait_for
+from tests.support import mark_built, score_of, wait_for
 from tickwork.dispatch.poller import TICK_OFFSET_MS, Poller
+from tickwork.dueindex.entries import execution_member
 from tickwork.dueindex.inflight import Seat
 from tickwork.dueindex.reconcile import index_jobs
 from tickwork.models import Dispatch
@@ -191,3 +192,30 @@ def test_the_released_poller_beside_this_one_counts_every_place_and_frees_them_b
     assert released(keys=[key], args=[now, 2, 1, "old:1", lapse]) == [1, 1]
     taken, held = places.take([seat("new", to_ms(T0) + 1000, "a", 2, now)], now)
     assert taken == [True] and held == {"a": 2}
+
+
+def test_a_run_held_back_ahead_of_its_instant_waits_for_it(services: Services, invoker: Any) -> None:
+    """Tenant A (max_runs_in_flight 2) holds its two places with runs of T0 that have not ended. The tick that
+    claims T0 + 1 s, 1.5 s ahead, holds A's runs of that instant back: they are looked at again a second later,
+    but never sent before their instant. Before, their dispatch went back in the index at that second, 0.5 s
+    before their instant, and the next tick handed them over due then: sent 0.5 s early (a replay: ahead of
+    its pace)."""
+    a = tenant(services, "a", max_runs_in_flight=2)
+    for _ in range(2):
+        insert_job(services, schedule=DAILY, next_run_at=T0, tenant_id=a)
+    for _ in range(2):
+        insert_job(services, schedule=DAILY, next_run_at=T0 + timedelta(seconds=1), tenant_id=a)
+    Poller(services).tick(to_ms(T0) - 1000 - TICK_OFFSET_MS)
+    assert fire_ats(invoker, a) == [to_ms(T0)] * 2
+
+    now = to_ms(T0) - TICK_OFFSET_MS
+    assert Poller(services).tick(now).delayed == 2
+    with services.db.connection() as conn:
+        held = [row[0] for row in conn.execute(
+            "SELECT id::text FROM executions WHERE tenant_id = %s AND scheduled_for = %s",
+            (a, T0 + timedelta(seconds=1)))]
+    assert [score_of(services.index, execution_member(run, 1)) for run in held] == [to_ms(T0) + 1000] * 2
+
+    executor.give_back(services, [d for d in invoker.dispatches if d.tenant_id == a])  # A's runs of T0 ended
+    Poller(services).tick(now + 1000)
+    assert fire_ats(invoker, a) == [to_ms(T0)] * 2 + [to_ms(T0) + 1000] * 2

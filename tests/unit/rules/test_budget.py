@@ -28,3 +28,9 @@ def test_a_run_held_back_follows_its_jobs_catch_up_policy() -> None:
     assert budget.missed_note(HeldBack(NOW - 1_000, "all", 300, True), NOW) is None
     # A window shorter than the lateness tolerance never makes a slow tick a miss.
     assert budget.missed_note(HeldBack(NOW - 4_000, "all", 0, False), NOW) is None
+
+
+def test_a_run_held_back_is_looked_at_again_no_earlier_than_its_instant() -> None:
+    assert budget.looked_at_again_ms(NOW - 500, None, NOW) == NOW + 1_000
+    assert budget.looked_at_again_ms(NOW + 1_500, None, NOW) == NOW + 1_500  # handed over ahead: kept for its instant
+    assert budget.looked_at_again_ms(NOW + 4_000, NOW - 20_000, NOW) == NOW + 5_000

@@ -112,7 +112,7 @@ class Budgets:
         if refused:
             pipe = self.svc.index.pipeline()
             for r in refused:
-                due = now_ms + budget.delay_ms(r.run.delayed_at_ms, now_ms)
+                due = budget.looked_at_again_ms(r.seat.dispatch.fire_at_ms, r.run.delayed_at_ms, now_ms)
                 self.svc.index.schedule_execution(r.seat.dispatch.execution_id, r.seat.dispatch.attempt, due,
                                                   pipeline=pipe)
             pipe.execute()

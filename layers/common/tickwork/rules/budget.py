@@ -38,6 +38,12 @@ def delay_ms(delayed_at_ms: int | None, now_ms: int) -> int:
     return min(MAX_DELAY_MS, max(DELAY_MS, waited // 4))
 
 
+def looked_at_again_ms(fire_at_ms: int, delayed_at_ms: int | None, now_ms: int) -> int:
+    """When a run held back (again) goes back in the due index: after delay_ms, and never before its instant
+    (a run handed over ahead of it, or a replay waiting for its pace, is then dispatched as due at it)."""
+    return max(fire_at_ms, now_ms + delay_ms(delayed_at_ms, now_ms))
+
+
 def delay_note(in_flight: int, budget: int) -> str:
     return f"delayed: tenant has {in_flight} runs in flight (max_runs_in_flight {budget})"
 
