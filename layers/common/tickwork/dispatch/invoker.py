@@ -4,6 +4,7 @@ The local runtime's invoker, a thread pool, is tickwork_local.executors.ThreadPo
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -33,14 +34,42 @@ INVOKE_CONCURRENCY = 16
 
 def group_dispatches(dispatches: Sequence[Dispatch], now_ms: int | None = None) -> list[list[Dispatch]]:
     """One dispatch per invocation at normal load; groups of up to MAX_GROUP_SIZE under a burst, and of up
-    to MAX_EARLY_GROUP_SIZE when every run is due EARLY_LEAD_MS or more after `now_ms`."""
+    to MAX_EARLY_GROUP_SIZE when every run is due EARLY_LEAD_MS or more after `now_ms`.
+
+    An executor sends its group's instants one after the other (tickwork.runs.sending), so a group holds the
+    runs of one instant, or runs each alone at its instant (replays, retries) in instant order: the slots a
+    whole second shares never wait behind another tenant's replays paced a few milliseconds apart."""
     if len(dispatches) <= BURST_THRESHOLD:
         return [[d] for d in dispatches]
     early = now_ms is not None and min(d.fire_at_ms for d in dispatches) - now_ms >= EARLY_LEAD_MS
     per_batch, cap = ((EARLY_INVOCATIONS_PER_BURST_BATCH, MAX_EARLY_GROUP_SIZE) if early
                       else (INVOCATIONS_PER_BURST_BATCH, MAX_GROUP_SIZE))
     size = min(cap, math.ceil(len(dispatches) / per_batch))
-    return [list(dispatches[i:i + size]) for i in range(0, len(dispatches), size)]
+    return [group for lot in _lots(dispatches) for group in _even_parts(lot, size)]
+
+
+def _lots(dispatches: Sequence[Dispatch]) -> list[list[Dispatch]]:
+    """The dispatches in instant order, cut where an instant that several runs share begins and ends: each lot
+    is one such instant's runs, or the runs alone at their instants between two of them."""
+    lots: list[list[Dispatch]] = []
+    alone: list[Dispatch] = []
+    for _, same in itertools.groupby(sorted(dispatches, key=lambda d: d.fire_at_ms), key=lambda d: d.fire_at_ms):
+        runs = list(same)
+        if len(runs) == 1:
+            alone += runs
+            continue
+        if alone:
+            lots.append(alone)
+            alone = []
+        lots.append(runs)
+    return lots + [alone] if alone else lots
+
+
+def _even_parts(lot: list[Dispatch], size: int) -> list[list[Dispatch]]:
+    """The lot in as few groups of at most `size` as it takes, their sizes within one of each other."""
+    parts = math.ceil(len(lot) / size)
+    cuts = [round(i * len(lot) / parts) for i in range(parts + 1)]
+    return [lot[start:end] for start, end in zip(cuts, cuts[1:])]
 
 
 def wall_clock_ms() -> int:
