@@ -89,7 +89,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--replay-runs", type=int, default=replay.RUNS,
                         help="failed runs tenant A replays in the replay benchmark")
     parser.add_argument("--replay-baseline-seconds", type=int, default=replay.BASELINE_SECONDS,
-                        help="tenant B alone before and again after the replay (each), in the replay benchmark")
+                        help="each window of tenant B alone (before every round and after the last), in the replay "
+                             "benchmark")
+    parser.add_argument("--replay-rounds", type=int, default=replay.ROUNDS,
+                        help="requests the replay is made in, each beside B between two alone windows (1: one "
+                             "request of every run, B alone before and after)")
     parser.add_argument("--noisy-expansion-headers", type=int, default=noisy.EXPANSION_HEADERS,
                         help="headers of each expansion job full of secret references (the API takes 50)")
     parser.add_argument("--idle-jobs", type=int, default=100_000)
@@ -359,7 +363,8 @@ def plan(args: argparse.Namespace, srv: Servers, target: SharedTarget) -> list[P
         Phase("replay", f"Replay: tenant A replays {args.replay_runs:,} failed runs beside tenant B's steady load",
               f"replay ({args.replay_runs:,} runs at {args.replay_rate} a second, {mode(x)})",
               lambda: replay.run(srv, target(), args.noisy_workers, args.db_pool, x, args.replay_rate,
-                                 args.replay_runs, args.noisy_b_jobs, args.replay_baseline_seconds), replay.rows),
+                                 args.replay_runs, args.noisy_b_jobs, args.replay_baseline_seconds,
+                                 args.replay_rounds), replay.rows),
         Phase("idle", f"Idle: nothing due, {args.idle_jobs:,} jobs scheduled", "idle",
               lambda: idle.run(srv, args.idle_jobs), idle_rows),
         Phase("rebuild", f"Rebuild after Redis lost the index: {args.rebuild_jobs:,} jobs",

@@ -1,9 +1,9 @@
-"""The replay benchmark's pace figures (bench/replay.py), on arrivals made up here."""
+"""The replay benchmark's pace figures and windows (bench/replay.py), on arrivals made up here."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from bench.replay import pace
+from bench.replay import GAP_SECONDS, Plan, pace, paced, timeline
 from bench.target import Arrival
 
 JOB = "job-a"
@@ -55,3 +55,29 @@ def test_without_the_first_instant_the_pace_cannot_be_judged() -> None:
     got = pace(arrivals([0.0] * 300, rate=100), JOB, 100)
     assert got["lag_ms"] is None and got["busiest_second"] == 100 and not got["within_pace"]
     assert pace(arrivals([0.0] * 300, rate=200), JOB, 100)["busiest_second"] == 200
+
+
+def test_batches_replayed_one_after_the_other_are_each_paced_from_their_own_first_instant() -> None:
+    later = FIRST_AT + 30.0  # the second request's first instant: its runs start over at i = 0
+    first, second = arrivals([1.0] * 200, rate=100), arrivals([1.0] * 400, rate=100)[200:]
+    second = [Arrival(later + (a.at - FIRST_AT - 2.0), a.run_id, JOB, a.scheduled_for) for a in second]
+    since = (SLOT0 + timedelta(minutes=200)).timestamp()
+    got = paced(first + second, JOB, 100, [(None, FIRST_AT), (since, later)])
+    assert got["delivered"] == 400 and got["lag_ms"]["early"] == 0 and round(got["lag_ms"]["max"], 3) == 1.0
+    assert round(got["paced_span_seconds"], 2) == 3.98 and got["within_pace"]
+    # Taken as one batch, the second request's runs would look 28 s late.
+    assert pace(first + second, JOB, 100, FIRST_AT)["lag_ms"]["max"] > 27_000
+
+
+def test_rounds_interleave_alone_and_replaying_windows_that_never_overlap() -> None:
+    plan = Plan(rate=200, runs=10_001, b_jobs=100, baseline_seconds=10, rounds=5)
+    assert plan.batches() == [2_001, 2_000, 2_000, 2_000, 2_000]
+    when = timeline(1_000, plan)
+    assert len(when.alone) == 6 and all(hi - lo + 1 == 10 for lo, hi in when.alone)
+    spans = sorted(when.alone + when.replaying)
+    assert spans[0] == when.alone[0] and spans[-1] == when.alone[-1]
+    for (lo, hi), (next_lo, _) in zip(spans, spans[1:]):
+        assert next_lo > hi  # the second the request is made in, and the gap after a replay, are in neither
+    for (lo, hi), count in zip(when.replaying, plan.batches()):
+        assert hi - lo >= count / plan.rate  # to the batch's last instant
+    assert [lo - hi_before - 1 for (_, hi_before), (lo, _) in zip(when.replaying, when.alone[1:])] == [GAP_SECONDS - 1] * 5
