@@ -301,7 +301,7 @@ def rows(r: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
         (f"Replay: tenant B, {p['b_jobs']} jobs every second, alone in {p['rounds'] + 1} windows of "
          f"{p['baseline_seconds']} s (baseline column), between which tenant A replays {p['runs']:,} failed runs "
-         f"in {p['rounds']} requests at {p['rate']} a second (Tickwork column: those windows together); "
+         f"in {p['rounds']} request{'s' if p['rounds'] != 1 else ''} at {p['rate']} a second (Tickwork column: those windows together); "
          f"{mode(r['executor_processes'])}",),
         *_b_rows(r["alone"], r["replaying"]),
         ("B send lag p99 per round, replaying ÷ alone on either side; median (range)",
