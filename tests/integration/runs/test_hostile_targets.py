@@ -343,7 +343,7 @@ def test_the_executor_counts_an_attempts_time_from_the_start_the_sweeper_counts_
         started = executions_store.start_unguarded(conn, dispatch.execution_id, 1)
         (page,) = maintenance_store.long_running(conn, slot + timedelta(days=1), 10, 1)
     assert started is not None and started.attempt_started_at is not None
-    assert [(r.execution_id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
+    assert [(r.run.id, r.started_at) for r in page] == [(dispatch.execution_id, started.attempt_started_at)]
 
 
 def test_a_run_readied_ahead_of_its_instant_by_more_than_its_timeout_still_has_all_of_it(

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from typing import Any
+
+from tickwork.models import StartedExecution
 from tickwork.ops.maintenance import (
-    bound_retry,
     judge_running,
     redispatch,
     request_timeout_seconds,
     rewind_before,
 )
 from tickwork.rules.retry import Bound
+from tickwork.runs.ending import within
 from tickwork.settings import Settings
 from tickwork.store.maintenance import AwaitingDispatch, RunningAttempt
 from tickwork.timeutil import to_ms
@@ -20,9 +23,16 @@ SETTINGS = Settings(database_url="postgresql://x", redis_url="redis://x")
 RETRY = {"strategy": "fixed", "max_attempts": 3, "delay_seconds": 10}
 
 
-def running(started_ago_s: float, attempt: int = 1, timeout: float | None = 5) -> RunningAttempt:
+def attempt_of(started_ago_s: float, retry: dict[str, Any], attempt: int = 1, timeout: float | None = 5,
+               slot: datetime = T0 - timedelta(seconds=105)) -> RunningAttempt:
     request = {"url": "https://example.com"} | ({} if timeout is None else {"timeout_seconds": timeout})
-    return RunningAttempt("run-1", attempt, T0 - timedelta(seconds=started_ago_s), request, RETRY)
+    started_at = T0 - timedelta(seconds=started_ago_s)
+    return RunningAttempt(StartedExecution("run-1", "job-1", "tenant-1", slot, attempt, request, retry,
+                                           attempt_started_at=started_at), started_at)
+
+
+def running(started_ago_s: float, attempt: int = 1, timeout: float | None = 5) -> RunningAttempt:
+    return attempt_of(started_ago_s, RETRY, attempt, timeout)
 
 
 def test_an_attempt_is_lost_only_after_its_timeout_plus_the_margin() -> None:
@@ -33,15 +43,16 @@ def test_an_attempt_is_lost_only_after_its_timeout_plus_the_margin() -> None:
 def test_a_lost_attempt_with_attempts_left_is_retried_by_the_policy() -> None:
     lost = judge_running(running(100), T0, SETTINGS)
     assert lost is not None
-    assert (lost.decision.status, lost.decision.next_attempt_at) == ("retrying", T0 + timedelta(seconds=10))
-    record = lost.record
+    assert (lost.status, lost.decision.next_attempt_at) == ("retrying", T0 + timedelta(seconds=10))
+    record = lost.finished()[1]
     assert (record.number, record.started_at, record.duration_ms) == (1, T0 - timedelta(seconds=100), 100_000)
     assert (record.status_code, record.error) == (None, "lost: executor did not report within 65 s")
 
 
 def test_a_lost_last_attempt_ends_lost() -> None:
     lost = judge_running(running(100, attempt=3), T0, SETTINGS)
-    assert lost is not None and (lost.decision.status, lost.decision.next_attempt_at) == ("lost", None)
+    assert lost is not None and (lost.status, lost.decision.next_attempt_at) == ("lost", None)
+    assert lost.finished()[2:] == ("lost", None)
 
 
 def test_the_request_timeout_defaults_and_is_capped_as_the_executor_does() -> None:
@@ -77,9 +88,7 @@ def test_settings_read_the_maintenance_knobs() -> None:
 
 def test_a_lost_attempts_retry_is_jittered_like_the_executors() -> None:
     """The sweeper's retry follows the job's jitter mode with the random source it is given."""
-    full = RunningAttempt(
-        "run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
-        {**RETRY, "jitter": "full"})
+    full = attempt_of(100, {**RETRY, "jitter": "full"})
     lost = judge_running(full, T0, SETTINGS, uniform=lambda: 0.25)
     assert lost is not None and lost.decision.next_attempt_at == T0 + timedelta(seconds=2.5)
     exact = judge_running(full, T0, SETTINGS)  # no random source: the exact delay
@@ -88,29 +97,25 @@ def test_a_lost_attempts_retry_is_jittered_like_the_executors() -> None:
 
 def test_a_lost_attempts_retry_after_the_next_slot_ends_the_run_unless_allowed() -> None:
     def attempt(past_next_run: bool) -> RunningAttempt:
-        return RunningAttempt("run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
-                              {**RETRY, "jitter": "none", "past_next_run": past_next_run}, "job-1", T0 - timedelta(seconds=105))
+        return attempt_of(100, {**RETRY, "jitter": "none", "past_next_run": past_next_run})
 
-    bounded = attempt(False)
-    lost = judge_running(bounded, T0, SETTINGS)
-    assert lost is not None and lost.decision.status == "retrying"  # due at T0 + 10 s
-    ended = bound_retry(bounded, lost, Bound(T0 + timedelta(seconds=5)))
-    assert (ended.decision.status, ended.decision.next_attempt_at) == ("lost", None)
-    assert ended.record.error.startswith("lost: executor did not report within 65 s; not retried: the next attempt")
-    assert bound_retry(bounded, lost, Bound(T0 + timedelta(seconds=10))) is lost  # lands on the slot: kept
-    assert bound_retry(bounded, lost, Bound(None)) is lost  # the job has no next run
-    allowed = attempt(True)
-    lost_allowed = judge_running(allowed, T0, SETTINGS)
-    assert lost_allowed is not None and bound_retry(allowed, lost_allowed, Bound(T0 + timedelta(seconds=5))) is lost_allowed
+    lost = judge_running(attempt(False), T0, SETTINGS)
+    assert lost is not None and lost.status == "retrying"  # due at T0 + 10 s
+    ended = within(lost, Bound(T0 + timedelta(seconds=5)))
+    assert (ended.status, ended.decision.next_attempt_at) == ("lost", None)
+    assert ended.finished()[1].error.startswith(
+        "lost: executor did not report within 65 s; not retried: the next attempt")
+    assert within(lost, Bound(T0 + timedelta(seconds=10))) is lost  # lands on the slot: kept
+    assert within(lost, Bound(None)) is lost  # the job has no next run
+    lost_allowed = judge_running(attempt(True), T0, SETTINGS)
+    assert lost_allowed is not None and within(lost_allowed, Bound(T0 + timedelta(seconds=5))) is lost_allowed
 
 
 def test_a_lost_attempts_retry_of_a_stopped_job_ends_the_run_whatever_its_policy() -> None:
     """A paused or deleted job has no next slot; that must not let the retry through (past_next_run or not)."""
     for past_next_run in (False, True):
-        run = RunningAttempt("run-1", 1, T0 - timedelta(seconds=100), {"url": "https://example.com", "timeout_seconds": 5},
-                             {**RETRY, "jitter": "none", "past_next_run": past_next_run}, "job-1", T0 - timedelta(seconds=105))
-        lost = judge_running(run, T0, SETTINGS)
-        assert lost is not None and lost.decision.status == "retrying"
-        ended = bound_retry(run, lost, Bound(None, "paused"))
-        assert (ended.decision.status, ended.decision.next_attempt_at) == ("lost", None)
-        assert ended.record.error == "lost: executor did not report within 65 s; not retried: the job was paused"
+        lost = judge_running(attempt_of(100, {**RETRY, "jitter": "none", "past_next_run": past_next_run}), T0, SETTINGS)
+        assert lost is not None and lost.status == "retrying"
+        ended = within(lost, Bound(None, "paused"))
+        assert (ended.status, ended.decision.next_attempt_at) == ("lost", None)
+        assert ended.finished()[1].error == "lost: executor did not report within 65 s; not retried: the job was paused"

@@ -13,7 +13,7 @@ RUN = "4db39318-1d2e-4c3b-9a8f-0e1d2c3b4a59"
 
 
 def _waiting(reported: str | None = None, output: str | None = None) -> Awaiting:
-    return Awaiting(RUN, 2, T0 + timedelta(seconds=600), 600, reported, output)
+    return Awaiting(RUN, 2, T0 + timedelta(seconds=600), 600, reported, output, T0, 12, 202)
 
 
 def test_a_reported_completion_settles_at_once_whatever_the_deadline() -> None:

@@ -26,7 +26,7 @@ import contextlib
 import random
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -39,12 +39,11 @@ from tickwork.http.delivery import request_timeout_seconds
 from tickwork.models import Dispatch
 from tickwork.notifications import sweep
 from tickwork.ops import storage
-from tickwork.rules import replay, retry
-from tickwork.runs import awaiting, bounds, ends
+from tickwork.rules import retry
+from tickwork.runs import awaiting, ending
 from tickwork.secrets import vault
 from tickwork.settings import Settings
 from tickwork.store import audit as audit_store
-from tickwork.store import executions as executions_store
 from tickwork.store import idempotency as idempotency_store
 from tickwork.store import maintenance as store
 from tickwork.store import notifications as notifications_store
@@ -99,14 +98,6 @@ class MaintenanceReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class LostAttempt:
-    """How to end an attempt whose executor never reported."""
-
-    record: executions_store.AttemptRecord
-    decision: retry.Decision  # 'retrying' with the next attempt's time, or 'lost'
 
 
 def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = time.monotonic) -> MaintenanceReport:
@@ -186,78 +177,32 @@ def redispatch(run: store.AwaitingDispatch, now: datetime) -> Dispatch:
 def expire_running(
     conn: Any, index: DueIndex, now: datetime, settings: Settings, uniform: retry.Random | None = random.random,
 ) -> tuple[int, int]:
-    """End every attempt whose executor can no longer report; returns (retried, lost). A retry is timed
-    as the executor times one: jittered by the job's policy (`uniform`: the random source) and never
-    after the job's next slot unless the policy allows it."""
+    """End every attempt whose executor can no longer report, the way every attempt ends (tickwork.runs.ending):
+    retried as after a timeout (jittered by the job's policy with `uniform`, never after the job's next slot
+    unless the policy allows it), or `lost` with no attempt left. Returns (retried, lost)."""
     ended = {"retrying": 0, "lost": 0}
     before = now - timedelta(seconds=settings.lost_margin_seconds)
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
-        judged = [(run, lost) for run in page if (lost := judge_running(run, now, settings, uniform)) is not None]
-        for run, lost in _bounded_retries(conn, judged):
-            if end_attempt(conn, index, run, lost, now, bool(settings.operator_topic_arn)):
-                ended[lost.decision.status] += 1
+        lost = [e for running in page if (e := judge_running(running, now, settings, uniform)) is not None]
+        written = ending.end(lambda: contextlib.nullcontext(conn), index, lost, now, bool(settings.operator_topic_arn))
+        for status in written.statuses().values():
+            if status in ended:
+                ended[status] += 1
     if any(ended.values()):
         logger.warning("ended attempts whose executor never reported", extra=ended)
     return ended["retrying"], ended["lost"]
 
 
 def judge_running(
-    run: store.RunningAttempt, now: datetime, settings: Settings, uniform: retry.Random | None = None,
-) -> LostAttempt | None:
-    """None while the attempt's executor may still report; otherwise how to end the attempt (a retry
-    jittered with `uniform` when given, as the executor's are)."""
-    limit = request_timeout_seconds(run.request, settings.max_request_timeout_seconds) + settings.lost_margin_seconds
-    if now < run.started_at + timedelta(seconds=limit):
+    running: store.RunningAttempt, now: datetime, settings: Settings, uniform: retry.Random | None = None,
+) -> ending.AttemptEnd | None:
+    """None while the attempt's executor may still report; otherwise how the attempt ends (a retry jittered
+    with `uniform` when given, as the executor's are)."""
+    limit = (request_timeout_seconds(running.run.request, settings.max_request_timeout_seconds)
+             + settings.lost_margin_seconds)
+    if now < running.started_at + timedelta(seconds=limit):
         return None
-    elapsed_ms = int((now - run.started_at) / timedelta(milliseconds=1))
-    record = executions_store.AttemptRecord(
-        run.attempt, run.started_at, elapsed_ms, None, None, f"lost: executor did not report within {limit:g} s")
-    # The request may have been sent: a retry repeats it under the same run id, as after a timeout.
-    decision = retry.decide(retry.RetryPolicy.from_dict(run.retry), replay.replay_attempt(run.attempt, run.replay_base),
-                            False, True, now, random=uniform)
-    return LostAttempt(record, decision if decision.status == "retrying" else retry.Decision("lost"))
-
-
-def bound_retry(run: store.RunningAttempt, lost: LostAttempt, limit: retry.Bound) -> LostAttempt:
-    """A retry of a run its job no longer makes (paused or deleted), or one the policy would place after
-    the job's next slot (unless it allows retries past the next run), ends the run `lost` instead, with
-    the reason in the attempt's error."""
-    bounded = retry.within(retry.RetryPolicy.from_dict(run.retry), lost.decision, limit)
-    if bounded is lost.decision:
-        return lost
-    return LostAttempt(replace(lost.record, error=f"{lost.record.error}; {bounded.reason}"), retry.Decision("lost"))
-
-
-def _bounded_retries(
-    conn: Any, judged: list[tuple[store.RunningAttempt, LostAttempt]],
-) -> list[tuple[store.RunningAttempt, LostAttempt]]:
-    """bound_retry for a page of lost attempts: one read of the jobs of those that retry."""
-    return bounds.bounded(lambda: contextlib.nullcontext(conn), judged,
-                          lambda item: bounds.Retrying(item[0].execution_id, item[0].job_id,
-                                                       replay.retry_origin(item[0].scheduled_for, item[0].started_at,
-                                                                           item[0].replayed),
-                                                       item[0].retry, item[1].decision),
-                          lambda item, limit: (item[0], bound_retry(item[0], item[1], limit)))
-
-
-def end_attempt(
-    conn: Any, index: DueIndex, run: store.RunningAttempt, lost: LostAttempt, now: datetime, operator: bool = False,
-) -> bool:
-    """Record the lost attempt unless its executor reported meanwhile; then queue what comes next. A run
-    ending `lost` is a final failure: its notifications are written with it (tickwork.runs.ends)."""
-    decision = lost.decision
-    if decision.status == "lost":
-        kept, released = ends.end_lost(conn, index, run.execution_id, lost.record, now, operator)
-    else:
-        kept, released = executions_store.finish_attempt(
-            conn, run.execution_id, lost.record, decision.status, decision.next_attempt_at)
-    if not kept:
-        return False
-    if decision.next_attempt_at is not None:
-        index.schedule_execution(run.execution_id, run.attempt + 1, to_ms(decision.next_attempt_at))
-    if released is not None:
-        index.schedule_execution(released, 1, to_ms(now))
-    return True
+    return ending.lost(running.run, running.started_at, now, limit, uniform)
 
 
 # ---------------------------------------------------------------- re-encryption

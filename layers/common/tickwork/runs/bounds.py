@@ -1,7 +1,7 @@
 """Retries bounded by their job: none for a run its job no longer makes (paused or deleted), and a retry
 the policy would place after the next run fails the run instead, unless the policy allows it
-(`past_next_run`). The executor and the sweeper bound theirs the same way, reading Postgres only when a
-run retries.
+(`past_next_run`). Every ending of an attempt bounds its retry this way (tickwork.runs.ending), reading
+Postgres only when a run retries.
 """
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def deadline(now: datetime, completion: Mapping[str, Any] | None) -> datetime:
 
 @dataclass(frozen=True)
 class Awaiting:
-    """A run awaiting its completion as locked for settling it."""
+    """A run awaiting its completion as locked for settling it, with its attempt's answer as recorded."""
 
     execution_id: str
     attempt: int
@@ -99,6 +99,9 @@ class Awaiting:
     timeout_seconds: int
     reported: str | None  # the status a callback reported for this attempt, if one did
     output: str | None
+    started_at: datetime  # when the attempt was sent
+    duration_ms: int
+    status_code: int | None
 
 
 @dataclass(frozen=True)

@@ -131,23 +131,6 @@ def _summarised(conn: Any, failures: list[OperatorFailure], inserted: set[str]) 
     return later
 
 
-def end_lost(
-    conn: Any, index: DueIndex, execution_id: str, record: executions_store.AttemptRecord, now: datetime,
-    operator: bool,
-) -> tuple[bool, str | None]:
-    """The sweeper ends a run `lost`: finish_attempt's answer, with the run's events written alongside
-    and queued when its job is watched (or failures go to the operator topic)."""
-    run = store.run_of(conn, execution_id)
-    if run is None or not may_notify(run, "lost", operator):
-        return executions_store.finish_attempt(conn, execution_id, record, "lost", None)
-    outcome = Outcome(None, None, record.error, record.duration_ms)
-    noted = record_ends(conn, [Ending((execution_id, record, "lost", None), run, outcome)], now, operator)
-    pipe = index.pipeline()
-    queue(index, noted, to_ms(now), pipe)
-    pipe.execute()
-    return bool(noted.kept), noted.released[0] if noted.released else None
-
-
 def queue(index: DueIndex, noted: Noted, now_ms: int, pipeline: Any) -> None:
     """Dispatch the events raised and take paused jobs out of the index (in `pipeline`). Lost with Redis,
     events are put back by the sweeper from their rows (tickwork.notifications.sweep)."""

@@ -4,8 +4,8 @@ Everything that can happen before a run's instant does: the run is started in Po
 for the whole invocation), its target is checked and a keep-alive connection made ready. At the
 instant only the request is written. How a group's runs are readied, sent and awaited is the
 environment's Sender (`svc.sender`, tickwork.interfaces); the executor is the per-run core around it:
-start, judge, decide, record, on its injected clock. Results are written as they arrive, many per
-statement, never held back for the slowest.
+start, send, and end each attempt the way every attempt ends (tickwork.runs.ending), on its injected clock.
+Results are written as they arrive, many per statement, never held back for the slowest.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import queue
 import random
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
@@ -31,8 +31,7 @@ from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
 from tickwork.rules import retry
-from tickwork.runs import awaiting, bounds, completion, ends, stops
-from tickwork.runs.decided import Decided, decide, first_attempt, lag_ms, retry_origin
+from tickwork.runs import awaiting, completion, ending, stops
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
@@ -217,54 +216,16 @@ class Executor:
             self.sleep(min(early, MAX_EARLY_WAIT_SECONDS))
 
     def record(self, results: Sequence[Result]) -> dict[str, str]:
-        """Store attempts and their runs' new status (one statement for all that cannot release a waiting
-        run), queue retries; returns each run's status, or 'superseded' if it was no longer ours."""
+        """End the attempts sent (tickwork.runs.ending: decide, bound, write, queue what follows); returns each
+        run's status, or 'superseded' if it was no longer ours."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        decided = [decide(result, now, self.uniform) for result in results]
-        decided = bounds.bounded(self.svc.db.connection, decided,
-                                 lambda d: bounds.Retrying(d.run.id, d.run.job_id, retry_origin(d.run), d.run.retry,
-                                                           d.decision),
-                                 lambda d, limit: replace(d, decision=retry.within(
-                                     retry.RetryPolicy.from_dict(d.run.retry), d.decision, limit)))
-        operator = bool(self.svc.settings.operator_topic_arn)
-        plain: list[Decided] = []
-        releasing: list[Decided] = []
-        ending: list[Decided] = []  # ends that may raise notifications (tickwork.runs.ends), written with them
-        answered: list[completions_store.Answered] = []  # accepted, awaiting their callback (tickwork.runs.awaiting)
-        for d in decided:
-            if d.decision.status == completion.AWAITING:
-                answered.append(completions_store.Answered(
-                    d.run.id, d.run.attempt, completion.deadline(now, d.run.completion), d.sent_at,
-                    d.outcome.duration_ms, d.outcome.status_code, d.outcome.body))
-            elif d.final and ends.may_notify(d.run, d.decision.status, operator):
-                ending.append(d)
-            else:
-                (releasing if d.final and d.run.overlap != "allow" else plain).append(d)
-        released: list[str] = []
-        noted = ends.Noted()
-        with self.svc.db.connection() as conn:
-            kept = store.finish_attempts(conn, [d.finished() for d in plain])
-            waiting, checks = awaiting.record(conn, answered, now)
-            kept |= waiting
-            for d in releasing:
-                ours, freed = store.finish_attempt(conn, *d.finished())
-                if ours:
-                    kept.add(d.run.id)
-                if freed:
-                    released.append(freed)
-            if ending:
-                noted = ends.record_ends(conn, [ends.Ending(d.finished(), d.run, d.outcome) for d in ending], now,
-                                         operator)
-                kept |= noted.kept
-                released += noted.released
-        self._queue_followers(decided, kept, released, noted, checks)
-        statuses = {}
-        for d in decided:
-            statuses[d.run.id] = d.decision.status if d.run.id in kept else "superseded"
-            _log(d)
-        metrics.record_attempts([(d.decision.status, lag_ms(d.run, d.sent_at) if first_attempt(d.run) else None,
-                                  d.outcome.duration_ms) for d in decided])
-        return statuses
+        sent = [ending.answered(result, now, self.uniform) for result in results]
+        written = ending.end(self.svc.db.connection, self.index, sent, now, bool(self.svc.settings.operator_topic_arn))
+        for e in written.ended:
+            _log(e)
+        metrics.record_attempts([(e.status, lag_ms(e.run, e.sent_at) if first_attempt(e.run) else None,
+                                  e.outcome.duration_ms) for e in written.ended])
+        return written.statuses()
 
     def settle_waits(self, checks: Sequence[Dispatch]) -> list[str]:
         """At each one's deadline, settle a run awaiting its completion (tickwork.runs.awaiting); returns each
@@ -280,28 +241,23 @@ class Executor:
             outcomes.append(status or "unchanged")
         return outcomes
 
-    def _queue_followers(self, decided: list[Decided], kept: set[str], released: list[str], noted: ends.Noted,
-                         checks: list[awaiting.Check]) -> None:
-        retries = [(d.run, d.decision.next_attempt_at) for d in decided
-                   if d.run.id in kept and d.decision.next_attempt_at]
-        if not retries and not released and not noted and not checks:
-            return
-        pipe = self.index.pipeline()
-        for run, at in retries:
-            self.index.schedule_execution(run.id, run.attempt + 1, to_ms(at), pipeline=pipe)
-        for execution_id in released:
-            self.index.schedule_execution(execution_id, 1, int(self.clock() * 1000), pipeline=pipe)
-        ends.queue(self.index, noted, int(self.clock() * 1000), pipe)
-        awaiting.queue_checks(self.index, checks, pipe)
-        pipe.execute()
 
-
-def _log(d: Decided) -> None:
+def _log(ended: ending.AttemptEnd) -> None:
+    run, outcome = ended.run, ended.outcome
     logger.info("attempt finished", extra={
-        "execution_id": d.run.id, "job_id": d.run.job_id, "attempt": d.run.attempt, "status": d.decision.status,
-        "status_code": d.outcome.status_code, "duration_ms": d.outcome.duration_ms, "error": d.outcome.error,
-        "lag_ms": lag_ms(d.run, d.sent_at), **({"replay_count": d.run.replay_count} if d.run.replayed else {}),
+        "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": ended.status,
+        "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
+        "lag_ms": lag_ms(run, ended.sent_at), **({"replay_count": run.replay_count} if run.replayed else {}),
     })
+
+
+def lag_ms(run: StartedExecution, sent_at: datetime) -> int:
+    return to_ms(sent_at) - to_ms(run.scheduled_for)
+
+
+def first_attempt(run: StartedExecution) -> bool:
+    """A first attempt sent for its slot, whose lag is the FireLag: not a replay's (sent when asked for)."""
+    return run.attempt == 1 and not run.replayed
 
 
 class _Group:

@@ -51,8 +51,10 @@ SELECT 1 FROM executions WHERE id = %(id)s AND callback_attempt = %(attempt)s AN
 _LOCK_AWAITING = """
 SELECT e.id::text, e.attempt_count, e.completion_deadline, j.completion,
        CASE WHEN e.completion_attempt = e.attempt_count THEN e.completion_status END,
-       CASE WHEN e.completion_attempt = e.attempt_count THEN e.completion_output END
+       CASE WHEN e.completion_attempt = e.attempt_count THEN e.completion_output END,
+       a.started_at, a.duration_ms, a.status_code
   FROM executions e JOIN jobs j ON j.id = e.job_id
+  JOIN attempts a ON a.execution_id = e.id AND a.number = e.attempt_count
  WHERE e.id = %(id)s AND e.status = 'awaiting_completion' AND e.attempt_count = %(attempt)s
    FOR UPDATE OF e
 """
@@ -114,24 +116,23 @@ def knows_token(conn: Any, execution_id: str, attempt: int, token_hash: bytes) -
 
 
 def lock_awaiting(conn: Any, execution_id: str, attempt: int) -> Awaiting | None:
-    """The run while it awaits the completion of `attempt`, its row locked (call in a transaction)."""
+    """The run while it awaits the completion of `attempt`, its row locked (call in a transaction), with the
+    attempt's answer as recorded."""
     row = conn.execute(_LOCK_AWAITING, {"id": execution_id, "attempt": attempt}).fetchone()
     if row is None:
         return None
-    run_id, number, deadline, completion, reported, output = row
-    return Awaiting(run_id, number, deadline, timeout_seconds(completion), reported, output)
+    run_id, number, deadline, completion, reported, output, started_at, duration_ms, status_code = row
+    return Awaiting(run_id, number, deadline, timeout_seconds(completion), reported, output, started_at, duration_ms,
+                    status_code)
 
 
-def reopen(conn: Any, execution_id: str, attempt: int, error: str | None,
-           output: str | None) -> tuple[datetime, int, int | None]:
+def reopen(conn: Any, execution_id: str, attempt: int, error: str | None, output: str | None) -> None:
     """The locked awaiting run back to `running`, within the settling transaction, so the ordinary end of an
-    attempt (tickwork.store.executions.finish_attempt) writes its end; the attempt row, recorded with its
-    answer already, gets its error and output. Returns that row's start, duration and status code."""
+    attempt (tickwork.runs.ending) writes its end; the attempt row, recorded with its answer already, gets its
+    error and output."""
     conn.execute("UPDATE executions SET status = 'running' WHERE id = %s AND status = %s", (execution_id, AWAITING))
-    row = conn.execute(
-        "UPDATE attempts SET error = %s, output = %s WHERE execution_id = %s AND number = %s"
-        " RETURNING started_at, duration_ms, status_code", (error, output, execution_id, attempt)).fetchone()
-    return row[0], row[1], row[2]
+    conn.execute("UPDATE attempts SET error = %s, output = %s WHERE execution_id = %s AND number = %s",
+                 (error, output, execution_id, attempt))
 
 
 def overdue(conn: Any, before: datetime, limit: int) -> list[tuple[str, int]]:

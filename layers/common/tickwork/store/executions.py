@@ -178,6 +178,11 @@ def stopped_note(job_status: str) -> str:
     return _STOPPED_NOTE + job_status
 
 
+# A StartedExecution's fields, in their order, from `executions e JOIN jobs j`.
+STARTED_COLUMNS = ("e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request,"
+                   " j.retry, j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures,"
+                   " e.replay_base, e.replay_count, j.completion")
+
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
 # overlapping runs (and retries, which continue a run already started, and replays, which send an ended
 # run again outside the schedule) start here. The executor may
@@ -202,8 +207,7 @@ UPDATE executions e
  WHERE e.id = r.id AND j.id = e.job_id
    AND e.status IN ('queued', 'retrying') AND e.attempt_count = r.attempt - 1
    AND (%(guarded)s OR j.overlap = 'allow' OR r.attempt > 1 OR e.replay_count > 0) AND NOT {STOPPED}
-RETURNING e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-          j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count, j.completion
+RETURNING {STARTED_COLUMNS}
 """
 
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
+from tickwork.models import StartedExecution
+from tickwork.store.executions import STARTED_COLUMNS
+
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"
 _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # Every query below orders by the uuid column itself, never by its text form, to match `id > after`.
@@ -65,9 +68,8 @@ SELECT id::text, attempt_count + 1, next_attempt_at FROM executions
 """
 
 # Attempts running since before `before`; the caller compares each with its own request timeout.
-_LONG_RUNNING = """
-SELECT e.id::text, e.attempt_count, coalesce(e.attempt_started_at, e.started_at), j.request, j.retry,
-       e.job_id::text, e.scheduled_for, e.replay_base, e.replay_count > 0
+_LONG_RUNNING = f"""
+SELECT {STARTED_COLUMNS}, coalesce(e.attempt_started_at, e.started_at)
   FROM executions e JOIN jobs j ON j.id = e.job_id
  WHERE e.status = 'running' AND coalesce(e.attempt_started_at, e.started_at) < %(before)s
    AND e.id > %(after)s::uuid
@@ -128,15 +130,11 @@ class AwaitingDispatch:
 
 @dataclass(frozen=True)
 class RunningAttempt:
-    execution_id: str
-    attempt: int
+    """An attempt still running: its run, and when the attempt started (for a run started before attempts
+    had a start of their own, the run's)."""
+
+    run: StartedExecution
     started_at: datetime
-    request: dict[str, Any]
-    retry: dict[str, Any]
-    job_id: str = ""
-    scheduled_for: datetime | None = None  # the run's slot: its job's next slot after it bounds a retry
-    replay_base: int = 0  # the attempt count its latest replay started from (tickwork.rules.replay)
-    replayed: bool = False
 
 
 def _pages(conn: Any, sql: str, params: dict[str, Any], batch: int, max_pages: int | None) -> Iterator[list[Any]]:
@@ -196,7 +194,7 @@ def awaiting_dispatch(
 def long_running(conn: Any, before: datetime, batch: int, max_pages: int) -> Iterator[list[RunningAttempt]]:
     """Pages of attempts still running that started before `before`."""
     for rows in _pages(conn, _LONG_RUNNING, {"before": before}, batch, max_pages):
-        yield [RunningAttempt(*row) for row in rows]
+        yield [RunningAttempt(StartedExecution(*row[:-1]), row[-1]) for row in rows]
 
 
 @dataclass(frozen=True)

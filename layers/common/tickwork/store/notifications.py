@@ -9,6 +9,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
 from tickwork.notifications.events import Event, Verdict, WatchState
+from tickwork.store.executions import STARTED_COLUMNS
 from tickwork.store.maintenance import Budget, delete_in_batches
 
 _LOCK_STATES = """
@@ -30,11 +31,7 @@ UPDATE jobs j
 """
 
 # A run as the executor would have started it (store.executions._START), for the sweeper ending it.
-_RUN = """
-SELECT e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request, j.retry,
-       j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures, e.replay_base, e.replay_count, j.completion
-  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %(id)s
-"""
+_RUN = f"SELECT {STARTED_COLUMNS} FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %(id)s"
 
 _INSERT = """
 INSERT INTO notifications (id, tenant_id, job_id, execution_id, channel, type, url, payload, next_attempt_at)
