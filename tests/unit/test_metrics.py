@@ -38,7 +38,7 @@ def _every_record_call() -> None:
     metrics.record_attempts([(status, 1, 2) for status in metrics.ATTEMPT_STATUSES])
     for reason in ("duplicate", "skipped", "waiting", "anything else"):
         metrics.record_not_started(reason)
-    metrics.record_maintenance(SimpleNamespace(rewound=1, redispatched=1, retried=1, lost=1, pruned=1))
+    metrics.record_maintenance(SimpleNamespace(rewound=1, redispatched=1, retried=1, lost=1, pruned=1, unjudged=1))
 
 
 def test_names_lists_exactly_what_the_record_functions_can_emit() -> None:

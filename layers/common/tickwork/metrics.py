@@ -20,7 +20,7 @@ SERVICE = "tickwork"
 # The decisions of tickwork.rules.retry.decide that end an attempt, each counted as Runs<Status>.
 ATTEMPT_STATUSES = ("succeeded", "failed", "retrying")
 _NOT_STARTED = {"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}
-_MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned")
+_MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned", "unjudged")
 # Every metric name this module can emit: the template's dashboard and alarms may chart only these
 # (tests/unit/test_template.py checks it).
 NAMES = frozenset({

@@ -26,7 +26,7 @@ import contextlib
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -95,6 +95,8 @@ class MaintenanceReport:
     storage_failed: int = 0  # tenants whose storage step failed (logged with its id)
     resealed: int = 0
     reseal_remaining: int = 0
+    unjudged: int = 0  # running attempts whose end could not be decided (each logged with its run): left running
+    failed_steps: list[str] = field(default_factory=list)  # steps that raised (logged): the others still ran
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -109,27 +111,61 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
         return MaintenanceReport(locked=False)
     report = MaintenanceReport(locked=True)
     budget = store.Budget(clock() + RETENTION_UNTIL_SECONDS, clock)
+    step = _Steps(report)
+    settings = svc.settings
     try:
         with svc.db.connection() as conn:
-            reconcile(conn, index, now, svc.settings, report)
-            report.redispatched = redispatch_awaiting(conn, index, now, svc.settings)
-            report.retried, report.lost = expire_running(conn, index, now, svc.settings)
-            report.completions_settled = awaiting.sweep(conn, index, now, svc.settings.sweep_after_seconds,
-                                                        bool(svc.settings.operator_topic_arn), random.random)
-            report.notifications_redispatched, report.notifications_lost = sweep.sweep(
-                conn, index, now, svc.settings, BATCH)
-            report.history_pruned = prune_history(conn, svc.settings, budget)
-            report.pruned = prune(conn, now, svc.settings.retention_days, budget)
-            report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
-            report.notifications_pruned = prune_notifications(conn, now, svc.settings.retention_days, budget)
-            report.audit_events_pruned = prune_audit(conn, now, svc.settings.retention_days, budget)
-            held = storage.hold_budgets(conn, svc.settings, now, budget)
-            report.storage_recounted, report.idempotency_keys_capped = held.recounted, held.keys_capped
-            report.storage_pruned, report.storage_failed = held.pruned, held.failed
-        reseal(svc, report)
+            step("reconcile", lambda: reconcile(conn, index, now, settings, report))
+            step("redispatch", lambda: setattr(report, "redispatched", redispatch_awaiting(conn, index, now, settings)))
+            step("expire_running", lambda: expire_running(conn, index, now, settings, report=report))
+            step("completions", lambda: setattr(report, "completions_settled", awaiting.sweep(
+                conn, index, now, settings.sweep_after_seconds, bool(settings.operator_topic_arn), random.random)))
+            step("notifications", lambda: _sweep_notifications(conn, index, now, settings, report))
+            step("history", lambda: setattr(report, "history_pruned", prune_history(conn, settings, budget)))
+            step("retention", lambda: _retention(conn, now, settings, budget, report))
+            step("storage", lambda: _hold_storage(conn, settings, now, budget, report))
+        step("reseal", lambda: reseal(svc, report))
     finally:
         index.release_maintenance_lock(token)
     return report
+
+
+class _Steps:
+    """Runs the pass's steps one after another; a step that raises is logged and named in the report, and the
+    steps after it still run (one bad row or table never stops the sweep and retention of everyone else)."""
+
+    def __init__(self, report: MaintenanceReport) -> None:
+        self.report = report
+
+    def __call__(self, name: str, work: Callable[[], Any]) -> None:
+        try:
+            work()
+        except Exception:
+            logger.exception("maintenance step failed: the next steps still run", extra={"step": name})
+            self.report.failed_steps.append(name)
+
+
+def _sweep_notifications(conn: Any, index: DueIndex, now: datetime, settings: Settings,
+                         report: MaintenanceReport) -> None:
+    report.notifications_redispatched, report.notifications_lost = sweep.sweep(conn, index, now, settings, BATCH)
+
+
+def _retention(conn: Any, now: datetime, settings: Settings, budget: store.Budget, report: MaintenanceReport) -> None:
+    report.pruned = prune(conn, now, settings.retention_days, budget)
+    report.idempotency_keys_pruned = idempotency_store.prune(conn, now - RETENTION, BATCH, budget)
+    report.notifications_pruned = prune_notifications(conn, now, settings.retention_days, budget)
+    report.audit_events_pruned = prune_audit(conn, now, settings.retention_days, budget)
+
+
+def _hold_storage(conn: Any, settings: Settings, now: datetime, budget: store.Budget,
+                  report: MaintenanceReport) -> None:
+    held = storage.hold_budgets(conn, settings, now, budget)
+    report.storage_recounted, report.idempotency_keys_capped = held.recounted, held.keys_capped
+    report.storage_pruned, report.storage_failed = held.pruned, held.failed
+
+
+class MaintenanceStepsFailed(RuntimeError):
+    """Raised after the whole pass ran, so the invocation counts as an error (the poller's Errors alarm)."""
 
 
 def handle_maintenance(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
@@ -137,6 +173,8 @@ def handle_maintenance(svc: Services, clock: Callable[[], float]) -> dict[str, A
     logger.info("maintenance finished", extra=report.as_dict())
     metrics.record_maintenance(report)
     metrics.flush()
+    if report.failed_steps:
+        raise MaintenanceStepsFailed(f"maintenance steps failed (logged above): {', '.join(report.failed_steps)}")
     return {"task": "maintenance", **report.as_dict()}
 
 
@@ -176,20 +214,34 @@ def redispatch(run: store.AwaitingDispatch, now: datetime) -> Dispatch:
 
 def expire_running(
     conn: Any, index: DueIndex, now: datetime, settings: Settings, uniform: retry.Random | None = random.random,
+    report: MaintenanceReport | None = None,
 ) -> tuple[int, int]:
     """End every attempt whose executor can no longer report, the way every attempt ends (tickwork.runs.ending):
     retried as after a timeout (jittered by the job's policy with `uniform`, never after the job's next slot
-    unless the policy allows it), or `lost` with no attempt left. Returns (retried, lost)."""
+    unless the policy allows it), or `lost` with no attempt left. Returns (retried, lost), also set on
+    `report` with the attempts that could not be judged (left running, logged, tried again next pass)."""
     ended = {"retrying": 0, "lost": 0}
+    unjudged = 0
     before = now - timedelta(seconds=settings.lost_margin_seconds)
     for page in store.long_running(conn, before, BATCH, MAX_BATCHES):
-        lost = [e for running in page if (e := judge_running(running, now, settings, uniform)) is not None]
+        lost = []
+        for running in page:
+            try:
+                if (end := judge_running(running, now, settings, uniform)) is not None:
+                    lost.append(end)
+            except Exception:
+                unjudged += 1
+                logger.exception("could not judge an attempt whose executor never reported: left running", extra={
+                    "job_id": running.run.job_id, "execution_id": running.run.id,
+                    "attempt": running.run.attempt})
         written = ending.end(lambda: contextlib.nullcontext(conn), index, lost, now, bool(settings.operator_topic_arn))
         for status in written.statuses().values():
             if status in ended:
                 ended[status] += 1
     if any(ended.values()):
         logger.warning("ended attempts whose executor never reported", extra=ended)
+    if report is not None:
+        report.retried, report.lost, report.unjudged = ended["retrying"], ended["lost"], unjudged
     return ended["retrying"], ended["lost"]
 
 
