@@ -410,6 +410,8 @@ def _main(args: argparse.Namespace, argv: list[str], out: Any) -> int:
     notes = tally.summary()
     if notes:
         print("\nwarnings logged during the run:\n" + "\n".join(f"  {n}" for n in notes), file=out)
+    for example in tally.examples:  # the first few with a traceback, whole: what the counts cannot say
+        print("\n" + example, file=out)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     if not (args.quick or args.only or args.no_doc):
