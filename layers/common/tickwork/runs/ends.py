@@ -17,6 +17,7 @@ from tickwork.http.delivery import Outcome
 from tickwork.models import StartedExecution
 from tickwork.notifications import events
 from tickwork.notifications.events import RunEnd, Verdict
+from tickwork.store import deadlocks
 from tickwork.store import executions as executions_store
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
@@ -55,34 +56,40 @@ def may_notify(run: StartedExecution, status: str, operator: bool) -> bool:
 
 
 def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: bool) -> Noted:
-    """Write the runs' final states, their jobs' counters and their events in one transaction."""
-    noted = Noted()
-    with conn.transaction():
-        # Jobs first, then runs: the order the API's delete takes them in, so neither waits on the other in a cycle.
-        watched = [ending.run.job_id for ending in endings if ending.run.watched]
-        states = store.lock_states(conn, watched) if watched else {}
-        ends: list[tuple[StartedExecution, RunEnd]] = []
-        for ending in endings:
-            # may_release: the nested transaction it takes is a savepoint, which a refused row needs.
-            ours, freed = executions_store.finish_attempt(conn, *ending.finished, may_release=True)
-            if freed:
-                noted.released.append(freed)
-            if ours:
-                noted.kept.add(ending.run.id)
-                _, record, status, _ = ending.finished
-                end = events.run_end(ending.run, status == "succeeded", record.error, ending.outcome.status_code)
-                ends.append((ending.run, end))
-        verdicts, raised, failures = _judged(states, ends, now, operator)
-        store.save_states(conn, list(verdicts.values()), now)
-        noted.notifications = store.insert_events(conn, raised, now)
-        noted.later = _summarised(conn, failures, set(noted.notifications))
-        noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
-        for job_id in noted.paused:  # stopped at once, as a pause by hand (tickwork.tenant.jobs.pause_job)
-            executions_store.skip_scheduled(conn, job_id, now)
-    for job_id in noted.paused:
-        logger.warning("job paused after consecutive failed runs", extra={
-            "job_id": job_id, "paused_reason": verdicts[job_id].paused_reason})
+    """Write the runs' final states, their jobs' counters and their events in one transaction (run again when
+    Postgres ends it as a deadlock's victim: tickwork.store.deadlocks)."""
+    noted, reasons = deadlocks.in_transaction(conn, lambda c: _record_ends(c, endings, now, operator), "record_ends")
+    for job_id, reason in reasons.items():
+        logger.warning("job paused after consecutive failed runs", extra={"job_id": job_id, "paused_reason": reason})
     return noted
+
+
+def _record_ends(
+    conn: Any, endings: Sequence[Ending], now: datetime, operator: bool,
+) -> tuple[Noted, dict[str, str | None]]:
+    noted = Noted()
+    # Jobs first, then runs: the order the API's delete takes them in, so neither waits on the other in a cycle.
+    watched = [ending.run.job_id for ending in endings if ending.run.watched]
+    states = store.lock_states(conn, watched) if watched else {}
+    ends: list[tuple[StartedExecution, RunEnd]] = []
+    for ending in endings:
+        # may_release: the nested transaction it takes is a savepoint, which a refused row needs.
+        ours, freed = executions_store.finish_attempt(conn, *ending.finished, may_release=True)
+        if freed:
+            noted.released.append(freed)
+        if ours:
+            noted.kept.add(ending.run.id)
+            _, record, status, _ = ending.finished
+            end = events.run_end(ending.run, status == "succeeded", record.error, ending.outcome.status_code)
+            ends.append((ending.run, end))
+    verdicts, raised, failures = _judged(states, ends, now, operator)
+    store.save_states(conn, list(verdicts.values()), now)
+    noted.notifications = store.insert_events(conn, raised, now)
+    noted.later = _summarised(conn, failures, set(noted.notifications))
+    noted.paused = [job_id for job_id, v in verdicts.items() if v.paused_reason is not None]
+    for job_id in noted.paused:  # stopped at once, as a pause by hand (tickwork.tenant.jobs.pause_job)
+        executions_store.skip_scheduled(conn, job_id, now)
+    return noted, {job_id: verdicts[job_id].paused_reason for job_id in noted.paused}
 
 
 def _judged(
