@@ -34,9 +34,12 @@ $(CHECKOV): tests/unit/checkov-requirements.txt
 dev: $(STAMP)
 	$(PY) -m tickwork_local
 
-## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise).
+## Run the whole test suite (uses DATABASE_URL / REDIS_URL when set, embedded servers otherwise), in TEST_WORKERS
+## processes (pytest-xdist): it mostly waits on clocks, servers and browsers. The `realtime` tests run one at a time in
+## one of them, and a file's tests share a process when its fixtures outlive a test (tests/parallel.py).
+TEST_WORKERS ?= 3
 test: $(STAMP) interop-servers $(CHECKOV)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ## The tests of a deploy under load (pytest marker `upgrade`, left out of `make test`): no migration from 0020 on
 ## blocks writers, and the baseline release (tests/upgrade/baseline.py, its venv cached under ~/.cache/tickwork)

@@ -1,7 +1,9 @@
 """Shared fixtures: real PostgreSQL and Redis (from DATABASE_URL / REDIS_URL, or embedded), isolated per test.
 
-Each test gets its own Postgres schema (migrated from scratch) and its own Redis key namespace, so tests
-never see each other's rows or keys, and a failed test leaves nothing behind for the next.
+Each test gets its own Postgres schema (migrated from scratch, by a thread that makes the next ones while tests
+run: tests/schemas.py) and its own Redis key namespace, so tests never see each other's rows or keys, and a
+failed test leaves nothing behind for the next. Test processes of a parallel run (pytest-xdist) share nothing
+else: each has its own of these and, without DATABASE_URL / REDIS_URL, its own embedded servers.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
+from tests import parallel
+from tests.schemas import MigratedSchemas, schema_name
 from tickwork.models import Dispatch
 from tickwork.settings import Settings
 from tickwork.store.migrate import migrate
@@ -27,6 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Metrics are printed as EMF log lines; tests that check them switch them back on.
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 EVENTS = ROOT / "events"
+
+
+@pytest.hookimpl(trylast=True)  # once the other plugins have changed the items: their node ids are final
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    parallel.group(items)
 
 
 @pytest.fixture(scope="session")
@@ -53,14 +62,33 @@ def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def fresh_schema(server_url: str) -> Iterator[str]:
     """The URL of a schema of its own on the test server, never migrated (a new stack's database); dropped after."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}"')
+    schema = schema_name()
+    _create_schema(server_url, schema)
     try:
         yield _with_search_path(server_url, schema)
     finally:
-        with psycopg.connect(server_url, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        _drop_schema(server_url, schema)
+
+
+def _create_schema(server_url: str, schema: str) -> None:
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+
+
+def _drop_schema(server_url: str, schema: str) -> None:
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _migrated_schema(server_url: str, schema: str) -> None:
+    """`schema` made and migrated from scratch, as the deploy migrates a new stack's database."""
+    _create_schema(server_url, schema)
+    try:
+        with psycopg.connect(_with_search_path(server_url, schema), autocommit=True) as conn:
+            migrate(conn)
+    except BaseException:
+        _drop_schema(server_url, schema)
+        raise
 
 
 @contextmanager
@@ -77,12 +105,23 @@ def own_database(server_url: str, prefix: str = "tw") -> Iterator[str]:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def migrated_schemas(servers: Any) -> Iterator[MigratedSchemas]:
+    """This test process's maker of migrated schemas (tests/schemas.py): made ahead, dropped after."""
+    url = servers.database_url
+    schemas = MigratedSchemas(lambda schema: _migrated_schema(url, schema), lambda schema: _drop_schema(url, schema))
+    yield schemas
+    schemas.close()
+
+
 @pytest.fixture
-def database_url(servers: Any) -> Iterator[str]:
-    with fresh_schema(servers.database_url) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            migrate(conn)
-        yield url
+def database_url(servers: Any, migrated_schemas: MigratedSchemas) -> Iterator[str]:
+    """A schema of the test's own, migrated from scratch (ahead of the test), dropped after it."""
+    schema = migrated_schemas.take()
+    try:
+        yield _with_search_path(servers.database_url, schema)
+    finally:
+        migrated_schemas.give_back(schema)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from tests.abuse.conftest import Arena
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 
 def _ical(*event_lines: str) -> str:

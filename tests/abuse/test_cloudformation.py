@@ -17,7 +17,7 @@ from tests.conftest import Target, load_event
 from tickwork.ops.job_resource import handle_job_resource
 from tickwork.ops.response_url import ResponseHosts
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 BENIGN_STACK = "arn:aws:cloudformation:eu-west-3:123456789012:stack/benign/7c1d2e30-0000-11ef-0000-0a1b2c3d4e5f"
 HOSTILE_STACK = "arn:aws:cloudformation:eu-west-3:123456789012:stack/benign/00000000-dead-beef-0000-000000000000"

@@ -16,7 +16,7 @@ from tests.support import wait_for
 from tickwork.store import calendars as calendars_store
 from tickwork.store.calendars import CalendarRow
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 STALL_SECONDS = 10.0
 BOMB = ("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//x//EN\r\nBEGIN:VEVENT\r\nUID:p\r\n"

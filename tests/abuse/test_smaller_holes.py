@@ -17,7 +17,7 @@ from tickwork.api.models import MAX_BODY_CHARS
 from tickwork.ops.admin import set_quotas
 from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 YEARLY = "0 0 0 1 1 *"
 # What Lambda answers a synchronous invocation with at most.

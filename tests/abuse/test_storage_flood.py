@@ -17,7 +17,7 @@ from tickwork.ops.maintenance import run_maintenance
 from tickwork.tenant.audit_bounds import ENTRY_BYTES
 from tickwork.tenant.idempotency import MAX_ANSWER_BYTES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 PATCHES = 30
 # Under the per-key rate limit (20 a second): the flood is the largest the API lets one key send.

@@ -12,7 +12,7 @@ from tests.abuse.conftest import Arena, call
 from tests.support import wait_for
 from tickwork.runs import completion
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 FORGED = 12
 SIX_MB = 6 * 1024 * 1024

@@ -29,7 +29,7 @@ from tests.integration.helpers import free_port, start_process, stop_process
 from tickwork.settings import Settings
 from tickwork.timeutil import parse_rfc3339
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 JOBS = 100
 # Long enough for several runs of every job on each side of each fault, short enough for the suite.

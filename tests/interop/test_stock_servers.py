@@ -44,7 +44,7 @@ from tickwork.store.migrate import migrate
 from tickwork.timeutil import from_ms, rfc3339
 from tickwork_local.runtime import LocalRuntime
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 # Runs every job must have had before the jobs are paused (3 s schedules: about 12 s).
 RUNS_PER_CASE = 4

@@ -24,7 +24,7 @@ from tickwork.store.calendars import CalendarRow
 from tickwork.timeutil import parse_rfc3339
 from tickwork_local.runtime import LocalRuntime
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 STALL_SECONDS = 10.0
 # The promise after the stall: the first slot of the resumed loop goes out within this of the resume...

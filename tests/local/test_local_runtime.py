@@ -23,7 +23,7 @@ from tickwork.settings import Settings
 from tickwork.timeutil import parse_rfc3339
 from tickwork_local.runtime import LocalRuntime
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 
 RUNTIME_THREAD_PREFIXES = ("tickwork-ticker", "tickwork-maintenance", "tickwork-api", "executor")
 # Waits for what the runtime does on its own: three 2 s slots take 6 s at most on an idle machine.

@@ -8,12 +8,16 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from tests.conftest import Target
 from tests.integration.helpers import insert_job
 from tickwork.dispatch.poller import Poller
 from tickwork.models import Dispatch
 from tickwork.runs.executor import Executor, http_client
 from tickwork.wiring import Services
+
+pytestmark = pytest.mark.realtime
 
 # Late by more than this is a stalled machine, not a slow send (the benchmarks measure milliseconds).
 LATE_SECONDS = 1.0
