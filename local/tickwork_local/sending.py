@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterator
 from tickwork.interfaces import Group, Results, RunSteps
 from tickwork.runs.pool import ElasticPool
 from tickwork.runs.sending import MAX_PARALLEL_SENDS, BoundedSender, Sending, Slot
+from tickwork_local.executors import MAX_WORKERS
 
 # The longest a response is left unread because other groups of the process are still writing.
 MAX_READ_DEFER_SECONDS = 0.05
@@ -40,6 +41,12 @@ MAX_READ_DEFER_SECONDS = 0.05
 # may open a connection, so a remote target's round trip holds one; a run blocked on its target for
 # longer gets a thread added beside it (ElasticPool).
 SHARED_THREADS = 16
+# The most threads that pool adds for runs blocked on their targets: as many as the process has executor
+# environments (tickwork_local.executors.MAX_WORKERS), as each such run in Lambda holds a thread of its own
+# invocation's. Fewer (ElasticPool's MOST_THREADS, 256) let one tenant's runs on a target that never completes
+# a connection, up to its max_runs_in_flight (500 by default) at once, take every thread and hold back every
+# other tenant's runs until their 30 s deadlines (docs/benchmarks.md, noisy neighbour: blackhole).
+SHARED_MOST_THREADS = MAX_WORKERS
 
 
 class Writers:
@@ -182,9 +189,10 @@ class SharedSender(GatedSender):
     """GatedSender whose groups share one pool of threads and one Reader for the process (started on
     first use). Build one per process."""
 
-    def __init__(self, width: int = MAX_PARALLEL_SENDS, threads: int = SHARED_THREADS) -> None:
+    def __init__(self, width: int = MAX_PARALLEL_SENDS, threads: int = SHARED_THREADS,
+                 most_threads: int = SHARED_MOST_THREADS) -> None:
         super().__init__(width, pause_gc=True)
-        self.threads = threads
+        self.threads, self.most_threads = threads, most_threads
         self._lock = threading.Lock()
         self._pool: ElasticPool | None = None
         self._reader: Reader | None = None
@@ -195,7 +203,7 @@ class SharedSender(GatedSender):
     def shared(self) -> tuple[ElasticPool, Reader]:
         with self._lock:
             if self._pool is None or self._reader is None:
-                self._pool = ElasticPool(self.threads, name="send")
+                self._pool = ElasticPool(self.threads, most=self.most_threads, name="send")
                 self._reader = Reader(hold=self.before_reading)
             return self._pool, self._reader
 

@@ -317,3 +317,35 @@ def test_a_group_whose_runs_block_on_their_target_holds_back_no_other_groups_run
         blocking.join(WAIT_SECONDS)
         other.join(WAIT_SECONDS)
     assert len(blocked_steps.sent) == 2 * SHARED_THREADS
+
+
+def test_a_tenants_runs_blocked_on_their_target_past_the_pools_default_cap_hold_back_no_other_groups_run() -> None:
+    """In the local runtime's process (SharedSender) one tenant's runs on a target that never completes a
+    connection may number its max_runs_in_flight (500 by default), more than an ElasticPool's default cap of
+    threads (256): another group's run still goes while every one of them is blocked."""
+    from tickwork.runs.pool import MOST_THREADS
+    from tickwork.settings import DEFAULT_MAX_RUNS_IN_FLIGHT
+
+    blocked = DEFAULT_MAX_RUNS_IN_FLIGHT
+    assert blocked > MOST_THREADS  # else this would show nothing the test above does not
+    sender, release = SharedSender(), threading.Event()
+    blocked_steps, entered = _blocking(blocked, "prepare", release)
+    groups = [Group(_ahead(*[(f"stuck-{g}-{i}", 0) for i in range(50)]), []) for g in range(blocked // 50)]
+    blocking = [threading.Thread(target=sender.send, args=(blocked_steps, group, Collected())) for group in groups]
+    other_steps, other_results, other_done = FakeSteps(), Collected(), threading.Event()
+    other = threading.Thread(target=lambda: (sender.send(other_steps, Group(_ahead(("other", 0)), []), other_results),
+                                             other_done.set()))
+    for thread in blocking:
+        thread.start()
+    try:
+        for _ in range(blocked):  # every one of them is blocked on its target, each on a thread of its own
+            assert entered.acquire(timeout=WAIT_SECONDS)
+        other.start()
+        assert other_done.wait(WAIT_SECONDS)
+        assert [(r.run.id, r.outcome) for r in other_results.results] == [("other", OK)]
+    finally:
+        release.set()
+        for thread in [*blocking, other]:
+            thread.join(WAIT_SECONDS)
+        sender.close()
+    assert len(blocked_steps.sent) == blocked
