@@ -76,8 +76,13 @@ test-shifted: $(STAMP) interop-servers $(CHECKOV)
 openapi: $(STAMP)
 	$(PY) -m tickwork.api.spec docs/openapi.json
 
+## The template (cfn-lint), the code (ruff: pyflakes, pycodestyle, bugbear; no formatting), its types (mypy, strict on
+## the pure core) and its layer map (import-linter, docs/architecture.md). Configured in pyproject.toml.
 lint: $(STAMP)
 	$(VENV)/bin/cfn-lint --include-checks I -- template.yaml
+	$(VENV)/bin/ruff check --no-fix layers/common/tickwork functions local cli
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 ## Every benchmark (docs/benchmarks.md; about 8 minutes, plus at most 10 for the many-tenant and 100,000-run
 ## instants, each under a time budget: --tenants-budget, --instant-budget; rewrites its results). It builds what they need first: the

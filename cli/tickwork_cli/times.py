@@ -34,7 +34,8 @@ def since_value(text: str, now: datetime) -> str:
         try:
             moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise CliError(f"--since: {text!r} is neither a time like 2026-03-12T19:04:00Z nor an age like 30m, 2h, 7d") from None
+            raise CliError(f"--since: {text!r} is neither a time like 2026-03-12T19:04:00Z "
+                           "nor an age like 30m, 2h, 7d") from None
         if moment.tzinfo is None:
             raise CliError("--since: give the time an offset (Z or +02:00)")
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

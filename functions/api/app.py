@@ -9,7 +9,7 @@ from typing import Any
 from tickwork.api.admin import handle_admin, is_admin_event
 from tickwork.api.authorizer import authorize, is_authorizer_event
 from tickwork.logs import function_logger, with_lambda_context
-from tickwork.runs.completion import loggable_path
+from tickwork.rules.completion import loggable_path
 from tickwork.wiring import services
 
 # The resolver keeps the current request in shared state. Lambda sends one request at a time per

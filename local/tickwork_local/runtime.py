@@ -79,7 +79,7 @@ class LocalRuntime:
         functions = Functions.load(self._functions_dir)
         # Bind first: a port in use fails the start before anything is written.
         self._server = ApiServer(*self._address, functions.api)
-        if not self.settings.public_api_url:  # callback URLs point at this server (tickwork.runs.completion)
+        if not self.settings.public_api_url:  # callback URLs point at this server (tickwork.rules.completion)
             self.settings = dataclasses.replace(self.settings, public_api_url=self._server.url)
         self._invoker = (LocalInvoker(functions.executor) if self._chaos is None
                          else ChaoticInvoker(functions.executor, self._chaos))

@@ -11,7 +11,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tickwork.runs.completion import loggable_path
+from tickwork.rules.completion import loggable_path
 from tickwork_local import apigw
 from tickwork_local.functions import LambdaFunction
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.abuse.conftest import Arena, call
 from tests.support import wait_for
-from tickwork.runs import completion
+from tickwork.rules import completion
 
 pytestmark = [pytest.mark.slow, pytest.mark.realtime]
 

@@ -103,7 +103,8 @@ class Sender(Protocol):
     `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
     `results.put`, unless `steps.stopped_lately` names it at its instant and `steps.drop_stopped` then drops
     it (it goes to `results.not_started` as 'skipped', unsent); each run of `group.at_instant` goes through
-    `steps.run_guarded` into `results.put` or `results.not_started`. Results are handed over as they arrive, never held for the slowest, and
+    `steps.run_guarded` into `results.put` or `results.not_started`. Results are handed over as they arrive,
+    never held for the slowest, and
     runs due at one instant are written together, in an order that favours none of them, none waiting for
     another's response or target. If a step raises, `send` raises the first such error once the runs
     already under way are done.

@@ -20,8 +20,8 @@ class Dispatch:
     execution_id: str
     attempt: int
     fire_at_ms: int
-    # or "notification": execution_id is then a notification's id (tickwork.notifications.events); or
-    # "completion": the check of a run awaiting its completion callback, at its deadline (tickwork.runs.completion)
+    # or "notification": execution_id is then a notification's id (tickwork.rules.notifications); or
+    # "completion": the check of a run awaiting its completion callback, at its deadline (tickwork.rules.completion)
     kind: str = "run"
     # The tenant whose runs in flight this dispatch counts among (tickwork.dispatch.budget): its executor gives
     # the place back when it ends. Empty: it holds none. Bookkeeping, not what is dispatched: not compared.
@@ -80,7 +80,7 @@ class JobRow:
     key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
     source: str | None = None  # the label of what manages it (a jobs file, a stack)
     spread_seconds: int = 0
-    completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.runs.completion
+    completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.rules.completion
     calendar: dict[str, Any] | None = None  # {"exclude": [calendar names], "on_excluded": "skip" | "next_day"}
     # In quarantine (tickwork.rules.quarantine): why, since when, failures in a row, claimable again from.
     error_reason: str | None = None
@@ -110,7 +110,7 @@ class StartedExecution:
     # times it was replayed. The retry policy counts attempts from replay_base.
     replay_base: int = 0
     replay_count: int = 0
-    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.runs.completion)
+    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.rules.completion)
     # Its webhook-id when that is not its job's and its own id (tickwork.http.signing.message_id): a
     # notification's is its event id, whose body Tickwork writes, not the job.
     message_id: str | None = None
@@ -121,7 +121,7 @@ class StartedExecution:
 
     @property
     def watched(self) -> bool:
-        """Whether the run's end may raise a notification or pause its job (tickwork.notifications.events)."""
+        """Whether the run's end may raise a notification or pause its job (tickwork.rules.notifications)."""
         return self.notify is not None or self.pause_after_failures is not None
 
 

@@ -191,7 +191,7 @@ class Settings:
     # The only ports a target URL may use (a request to another would wait for its timeout at the security
     # group); empty: any.
     target_ports: tuple[int, ...] = DEFAULT_TARGET_PORTS
-    # The API's public base URL, for the callback URL of a job completed by callback (tickwork.runs.completion);
+    # The API's public base URL, for the callback URL of a job completed by callback (tickwork.rules.completion);
     # empty: such jobs' attempts are refused.
     public_api_url: str = ""
     # The layer version this code came in (the migrations function's): a schema migration asked for with
@@ -241,7 +241,8 @@ class Settings:
             tenant_rate_limit_per_second=_int(env, "TICKWORK_TENANT_RATE_LIMIT_PER_SECOND",
                                               DEFAULT_TENANT_RATE_LIMIT_PER_SECOND),
             tenant_rate_limit_burst=_int(env, "TICKWORK_TENANT_RATE_LIMIT_BURST", DEFAULT_TENANT_RATE_LIMIT_BURST),
-            api_statement_timeout_ms=_bounded(env, "TICKWORK_API_STATEMENT_TIMEOUT_MS", DEFAULT_API_STATEMENT_TIMEOUT_MS,
+            api_statement_timeout_ms=_bounded(env, "TICKWORK_API_STATEMENT_TIMEOUT_MS",
+                                              DEFAULT_API_STATEMENT_TIMEOUT_MS,
                                               low=0, high=MAX_API_STATEMENT_TIMEOUT_MS,
                                               why=" (API Gateway ends a request after 29 s)"),
             database_secret_arn=env.get("DATABASE_SECRET_ARN", ""),

@@ -14,7 +14,7 @@ from tests.integration.api.test_api_completion import awaiting_run
 from tests.integration.api_client import Api
 from tickwork.api import body
 from tickwork.api.callbacks import MAX_BODY_BYTES
-from tickwork.runs import completion
+from tickwork.rules import completion
 from tickwork_local.server import ApiServer
 
 SIX_MB = 6 * 1024 * 1024

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.integration.api_client import Api, job_body
-from tickwork.runs import completion
+from tickwork.rules import completion
 from tickwork.store import completions as completions_store
 from tickwork.store.tenants import create_api_key, create_tenant
 

@@ -13,9 +13,9 @@ import pytest
 from tests.conftest import load_event
 from tests.integration.api_client import Api
 from tickwork.scope import Scope
+from tickwork.store.filters import AuditFilter
 from tickwork.store.tenants import tenant_for_key
 from tickwork.tenant import apikeys, audit
-from tickwork.tenant.filters import AuditFilter
 from tickwork.wiring import Services
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]

@@ -25,9 +25,9 @@ from tickwork.ops.response_url import ResponseHosts
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store import keys as keys_store
+from tickwork.store.filters import AuditFilter
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import audit, bykey
-from tickwork.tenant.filters import AuditFilter
 from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure

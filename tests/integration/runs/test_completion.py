@@ -17,7 +17,8 @@ from tickwork.dispatch.poller import Poller
 from tickwork.errors import ConflictError, NotFoundError
 from tickwork.models import Dispatch
 from tickwork.ops.maintenance import run_maintenance
-from tickwork.runs import awaiting, completion
+from tickwork.rules import completion
+from tickwork.runs import awaiting
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services

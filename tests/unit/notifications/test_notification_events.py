@@ -1,11 +1,11 @@
-"""What a watched job's run ending means (tickwork.notifications.events.judge): pure, `now` pinned."""
+"""What a watched job's run ending means (tickwork.rules.notifications.judge): pure, `now` pinned."""
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from tickwork.notifications import events as notifications
-from tickwork.notifications.events import RunEnd, WatchState
+from tickwork.rules import notifications
+from tickwork.rules.notifications import RunEnd, WatchState
 
 NOW = datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
 STATE = WatchState("j1", "t1", "active", {"url": "https://example.com/n", "on": ["failure", "recovery", "paused"]},

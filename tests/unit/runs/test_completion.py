@@ -1,12 +1,12 @@
-"""The pure rules of completion callbacks (tickwork.runs.completion), on pinned instants."""
+"""The pure rules of completion callbacks (tickwork.rules.completion), on pinned instants."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tickwork.runs import completion
-from tickwork.runs.completion import Awaiting, Settled
+from tickwork.rules import completion
+from tickwork.rules.completion import Awaiting, Settled
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 RUN = "4db39318-1d2e-4c3b-9a8f-0e1d2c3b4a59"

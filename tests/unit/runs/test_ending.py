@@ -10,8 +10,9 @@ import pytest
 from tickwork.http.delivery import Outcome
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
+from tickwork.rules import completion
 from tickwork.rules.retry import Bound
-from tickwork.runs import completion, ending
+from tickwork.runs import ending
 
 T0 = datetime(2027, 2, 3, 12, 0, 0, tzinfo=timezone.utc)
 REPLAYED_AT = T0 + timedelta(days=1)

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 from typing import get_args
 
 from tickwork.api.models import ExecutionStatus
-from tickwork.tenant.filters import EXECUTION_STATUSES, like_prefix
+from tickwork.store.filters import EXECUTION_STATUSES, like_prefix
 from tickwork.tenant.stats import window
 
 

@@ -8,7 +8,7 @@ entry comes without them and the list says `redacted`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -20,9 +20,9 @@ from tickwork.api.queries import UUID_PATTERN, check_window
 from tickwork.api.routes import Cursor, JobsReader, Limit, needs, openapi_responses
 from tickwork.models import Page
 from tickwork.store.audit import AuditRow
+from tickwork.store.filters import AuditFilter
 from tickwork.tenant import audit
 from tickwork.tenant.access import JOBS_READ
-from tickwork.tenant.filters import AuditFilter
 from tickwork.timeutil import rfc3339
 
 router = Router()
@@ -102,7 +102,8 @@ def audit_list(page: Page[AuditRow], redacted: bool) -> AuditList:
 
 
 def _entry(row: AuditRow) -> AuditEntry:
-    return AuditEntry(id=row.id, at=rfc3339(row.at) or "", action=row.action, job_id=row.job_id, target=row.target,
-                      key_id=row.key_id, key_name=row.key_name, request_id=row.request_id, client_ip=row.client_ip,
+    return AuditEntry(id=row.id, at=rfc3339(row.at) or "", action=cast(AuditAction, row.action), job_id=row.job_id,
+                      target=row.target, key_id=row.key_id, key_name=row.key_name, request_id=row.request_id,
+                      client_ip=row.client_ip,
                       changes=None if row.changes is None else [AuditChange(**c) for c in row.changes],
                       changes_omitted=row.changes_omitted or 0)

@@ -11,7 +11,6 @@ from tickwork.dueindex.ratelimit import RateLimiter, key_bucket, tenant_bucket
 from tickwork.errors import RateLimitedError, UnauthorizedError
 from tickwork.scope import Actor, Scope
 from tickwork.store import keys
-from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import access, apikeys
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, api_pool, services
@@ -49,9 +48,7 @@ def current_scope(request: Request) -> Scope:
     if token is None:
         raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
     with svc.db.connection() as conn:
-        caller = apikeys.authenticate(conn, token, now)
-        if svc.keyring is not None:
-            svc.keyring.ensure(PgKeyStore(conn))  # the first data key is made outside any route's transaction
+        caller = apikeys.authenticate(conn, token, now, svc.keyring)
     _spend(svc, request, caller, now)
     return Scope(api_pool(svc), svc.index, svc.settings, caller.tenant_id, now, svc.keyring, caller.scopes,
                  actor(request, caller))
@@ -69,7 +66,8 @@ def _spend(svc: Services, request: Request, caller: keys.Caller, now: datetime) 
     buckets = [key_bucket(settings.namespace, caller.key_id, settings.rate_limit_per_second, settings.rate_limit_burst),
                tenant_bucket(settings.namespace, caller.tenant_id, settings.tenant_rate_limit_per_second,
                              settings.tenant_rate_limit_burst)]
-    decision = RateLimiter(svc.redis).take(buckets, to_ms(now), {"key_id": caller.key_id, "tenant_id": caller.tenant_id})
+    ids = {"key_id": caller.key_id, "tenant_id": caller.tenant_id}
+    decision = RateLimiter(svc.redis).take(buckets, to_ms(now), ids)
     if decision is None:
         return
     request.context[RATE_LIMIT_CONTEXT] = decision

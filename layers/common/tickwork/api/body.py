@@ -89,7 +89,8 @@ class JsonApiResolver(APIGatewayHttpResolver):
             try:
                 gate.check(event, parameters)
             except TickworkError as exc:
-                return ResponseBuilder(tickwork_error(exc)).build(APIGatewayProxyEventV2(dict(event)))
+                builder = ResponseBuilder[APIGatewayProxyEventV2](tickwork_error(exc))
+                return builder.build(APIGatewayProxyEventV2(dict(event)))
         return None
 
 

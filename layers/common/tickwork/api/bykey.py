@@ -49,16 +49,16 @@ def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
     twice changes nothing (no new version). A paused job stays paused."""
     shown, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
-                    body=views.job_detail(shown).model_dump(mode="json"))
+                    body=views.job_detail(shown).model_dump(mode="json"))  # type: ignore[arg-type]  # Response[Model] names the model for the OpenAPI document; the body is it dumped
 
 
 @router.post("/jobs/by-key/<key>/plan", summary="What a PUT of this body would change (nothing is written)",
              tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400, 403))
 def plan_job(key: str, job: JobCreate, scope: JobsReader) -> JobPlanOut:
     plan = bykey.plan_job_by_key(scope, key, JobDraft(**job.model_dump()))
-    return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id,
-                      changes=[FieldChangeOut(field=c.field, old=c.old, new=c.new, compared=c.field not in plan.uncompared)
-                               for c in plan.changes])
+    changes = [FieldChangeOut(field=c.field, old=c.old, new=c.new, compared=c.field not in plan.uncompared)
+               for c in plan.changes]
+    return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id, changes=changes)
 
 
 @router.get("/jobs/by-key/<key>", summary="Get the job with this key and its next 5 runs", tags=["jobs"],

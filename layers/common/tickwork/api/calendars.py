@@ -24,9 +24,11 @@ class CalendarPut(_Strict):
 
     dates: list[DateText] | None = Field(None, max_length=calendars.MAX_DATES, description=(
         f"Dates excluded, YYYY-MM-DD, at most {calendars.MAX_DATES}."))
-    ical: Annotated[str, AfterValidator(_storable)] | None = Field(None, max_length=calendars.MAX_ICAL_BYTES, description=(
+    ical: Annotated[str, AfterValidator(_storable)] | None = Field(
+        None, max_length=calendars.MAX_ICAL_BYTES, description=(
         "An iCalendar file (RFC 5545) of all-day VEVENTs (DTSTART;VALUE=DATE), which may span several days "
-        "(DTEND, DURATION) and recur (RRULE by day, week, month or year; RDATE; EXDATE); at most 256 KiB."), examples=["BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//example//holidays//EN\r\nBEGIN:VEVENT\r\n"
+        "(DTEND, DURATION) and recur (RRULE by day, week, month or year; RDATE; EXDATE); at most 256 KiB."),
+        examples=["BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//example//holidays//EN\r\nBEGIN:VEVENT\r\n"
                  "UID:christmas\r\nDTSTART;VALUE=DATE:20201225\r\nRRULE:FREQ=YEARLY\r\nSUMMARY:Christmas\r\n"
                  "END:VEVENT\r\nEND:VCALENDAR\r\n"])
 
@@ -72,7 +74,7 @@ class CalendarList(BaseModel):
 def put_calendar(name: str, calendar: CalendarPut, scope: JobsWriter) -> Response[CalendarDetail]:
     stored, created = calendars.put_calendar(scope, name, calendar.dates, calendar.ical)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
-                    body=_detail(stored).model_dump())
+                    body=_detail(stored).model_dump())  # type: ignore[arg-type]  # Response[Model] names the model for the OpenAPI document; the body is it dumped
 
 
 @router.get("/calendars", summary="List calendars, by name", tags=["calendars"],

@@ -1,5 +1,5 @@
 """POST /callbacks/{execution_id}/{attempt}/{token}: a target in callback mode reports its run's completion
-(tickwork.runs.completion). No API key: the token in the URL, made for that run's attempt alone, is the
+(tickwork.rules.completion). No API key: the token in the URL, made for that run's attempt alone, is the
 credential. A wrong token, another run's or an older attempt's is a 404 whichever part is wrong; the right
 one once its completion is in, or its run over, a 409. Neither changes anything.
 
@@ -15,7 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tickwork.api.body import BodyGate
 from tickwork.api.responses import ErrorBody
-from tickwork.runs import awaiting, completion
+from tickwork.rules import completion
+from tickwork.runs import awaiting
 from tickwork.wiring import services
 
 router = Router()

@@ -5,7 +5,7 @@ URL may be a secret, and error bodies end up in client logs.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -116,7 +116,7 @@ def field_name(loc: Sequence[Any]) -> str | None:
     return ".".join(parts) or None
 
 
-def validation_message(error: dict[str, Any]) -> str:
+def validation_message(error: Mapping[str, Any]) -> str:
     kind = str(error.get("type", ""))
     return _MESSAGES.get(kind) or str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 

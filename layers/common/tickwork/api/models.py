@@ -22,8 +22,9 @@ from pydantic import (
 
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.http.targets import MAX_URL_LENGTH
-from tickwork.notifications.events import ON_CHOICES
 from tickwork.rules import replay, success
+from tickwork.rules import completion as completion_rules
+from tickwork.rules.notifications import ON_CHOICES
 from tickwork.rules.policy import DEFAULT_CATCHUP, DEFAULT_CATCHUP_WINDOW_SECONDS, DEFAULT_OVERLAP
 from tickwork.rules.retry import (
     DEFAULT_DELAY_SECONDS,
@@ -34,7 +35,6 @@ from tickwork.rules.retry import (
     DEFAULT_STRATEGY,
     MAX_DELAY_SECONDS,
 )
-from tickwork.runs import completion as completion_rules
 from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED
 from tickwork.schedule.hashing import MAX_SPREAD_SECONDS
 from tickwork.tenant import access, bykey

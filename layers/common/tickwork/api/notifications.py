@@ -1,4 +1,4 @@
-"""The notification history route (tickwork.notifications.events), its own Router included by tickwork.api.app."""
+"""The notification history route (tickwork.rules.notifications), its own Router included by tickwork.api.app."""
 from __future__ import annotations
 
 from typing import Any, cast

@@ -39,7 +39,8 @@ M = TypeVar("M", bound=BaseModel)
 def fitted(page: Page[T], shown: Callable[[T], M], budget: int = MAX_PAGE_BYTES) -> tuple[list[M], Key | None]:
     """The page's items as shown, the leading ones that fit in `budget` bytes of the Lambda response (at least
     one), and the position the next page starts after (None on the last)."""
-    items, used = [], 0
+    items: list[M] = []
+    used = 0
     for row in page.items:
         item = shown(row)
         used += response_bytes(item)

@@ -6,7 +6,8 @@ document with `security=needs(...)` (tests/integration/api/test_api_scopes.py ho
 """
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Sequence
 
 from aws_lambda_powertools.event_handler import Depends, Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -30,6 +31,7 @@ from tickwork.api.responses import (
     PreviewOut,
 )
 from tickwork.schedule import hashing
+from tickwork.schedule.excluded import SlotDetail
 from tickwork.scope import Scope
 from tickwork.tenant import calendars, history, jobs
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, KEYS_ADMIN, RUNS_WRITE, SECRETS_WRITE
@@ -93,7 +95,8 @@ def create_job(job: JobCreate, scope: JobsWriter, idempotency_key: IdempotencyKe
                    lambda job_id: views.job_detail(jobs.get_job(scope, job_id)))
 
 
-@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400))
+@router.get("/jobs", summary="List jobs, newest first", tags=["jobs"], security=needs(JOBS_READ),
+            responses=openapi_responses(200, 400))
 def list_jobs(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None, status: JobStatuses = None,
               tag: TagFilter = None, name_prefix: NamePrefix = None, key: KeyFilter = None,
               source: SourceFilter = None) -> JobList:
@@ -101,7 +104,8 @@ def list_jobs(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = 
     return views.job_list(jobs.list_jobs(scope, limit, decode_cursor("jobs", cursor), filters))
 
 
-@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 404))
+@router.get("/jobs/<job_id>", summary="Get a job and its next 5 runs", tags=["jobs"], security=needs(JOBS_READ),
+            responses=openapi_responses(200, 404))
 def get_job(job_id: str, scope: JobsReader) -> JobDetail:
     return views.job_detail(jobs.get_job(scope, job_id))
 
@@ -119,7 +123,8 @@ def delete_job(job_id: str, scope: JobsWriter) -> Response[None]:
     return Response(status_code=204)
 
 
-@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], security=needs(JOBS_WRITE), responses=openapi_responses(200, 404, 409))
+@router.post("/jobs/<job_id>/pause", summary="Stop running a job", tags=["jobs"], security=needs(JOBS_WRITE),
+             responses=openapi_responses(200, 404, 409))
 def pause_job(job_id: str, scope: JobsWriter) -> JobDetail:
     return views.job_detail(jobs.pause_job(scope, job_id))
 
@@ -138,7 +143,9 @@ def run_job(job_id: str, scope: RunsWriter, idempotency_key: IdempotencyKey = No
 
 @router.get("/jobs/<job_id>/executions", summary="A job's executions, newest first", tags=["executions"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 400, 404))
-def list_executions(job_id: str, scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> ExecutionList:
+def list_executions(
+    job_id: str, scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None,
+) -> ExecutionList:
     page = history.list_executions(scope, job_id, limit, decode_cursor("executions", cursor))
     return views.execution_list(page)
 
@@ -157,6 +164,7 @@ def preview_schedule(preview: PreviewRequest, scope: JobsReader) -> PreviewOut:
         scope, preview.schedule, preview.timezone, preview.count, preview.after, preview.start_at, preview.end_at,
         (hash_key, preview.spread_seconds),
     )
+    shown: Sequence[datetime | SlotDetail] = times
     if preview.calendar is not None:
-        times = calendars.preview_slots(scope, schedule, preview.calendar.model_dump(), preview.after, preview.count)
-    return views.preview_out(schedule, times, hash_key)
+        shown = calendars.preview_slots(scope, schedule, preview.calendar.model_dump(), preview.after, preview.count)
+    return views.preview_out(schedule, shown, hash_key)

@@ -22,8 +22,8 @@ from tickwork.api.responses import (
     RetryOut,
 )
 from tickwork.models import JobRow
+from tickwork.rules import completion
 from tickwork.rules.quarantine import ERRORED, shown_status
-from tickwork.runs import completion
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.excluded import SlotDetail
 from tickwork.schedule.specs import job_schedule

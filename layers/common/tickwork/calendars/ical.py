@@ -28,7 +28,8 @@ def parse_ical(text: str) -> tuple[Event, ...]:
     try:
         calendars = icalendar.Calendar.from_ical(text, multiple=True)
     except Exception:  # noqa: BLE001 - icalendar raises many kinds for a malformed file
-        raise InvalidInputError(FIELD, "not an iCalendar file: a line is not NAME:value, or a block is not closed") from None
+        raise InvalidInputError(
+            FIELD, "not an iCalendar file: a line is not NAME:value, or a block is not closed") from None
     if not calendars or any(c.name != "VCALENDAR" for c in calendars):
         raise InvalidInputError(FIELD, "not an iCalendar file: it must be a BEGIN:VCALENDAR ... END:VCALENDAR block")
     events = [component for calendar in calendars for component in calendar.walk("VEVENT")]

@@ -32,7 +32,8 @@ _DATEUTIL_FREQ = {"DAILY": dateutil_rrule.DAILY, "WEEKLY": dateutil_rrule.WEEKLY
                   "MONTHLY": dateutil_rrule.MONTHLY, "YEARLY": dateutil_rrule.YEARLY}
 # The most dates one period can hold: a BYSETPOS past it picks nothing.
 _PERIOD_DAYS = {"DAILY": 1, "WEEKLY": 7, "MONTHLY": 31, "YEARLY": 366}
-_MONTH_DAYS = {365: (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31), 366: (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)}
+_MONTH_DAYS = {365: (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31),
+               366: (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)}
 
 
 class RuleError(ValueError):

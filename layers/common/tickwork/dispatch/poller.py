@@ -3,7 +3,8 @@
 Per batch the tick costs two Redis round trips (fetch, claim) and one Postgres statement, whatever the
 number of jobs in it, and one more Redis call for its runs' places among their tenants' runs in flight
 (tickwork.dispatch.budget; the statement returns the new runs' tenants); a batch with retries or manual runs
-reads theirs (one more statement), and one of each again when some are held back. The Redis claim only decides who advances a job's score; the
+reads theirs (one more statement), and one of each again when some are held back. The Redis claim only decides
+who advances a job's score; the
 unique execution row decides who dispatches, so two pollers at once never run a slot twice. With several
 due-index shards (tickwork.dueindex.shards) a tick claims each in a thread of its own, at that cost per shard;
 how far ahead it claims grows for the seconds many runs share (tickwork.rules.lookahead). An entry whose handling

@@ -116,7 +116,8 @@ class Quarantine:
 
     def _mark_jobs(self, failures: Iterable[Failure], now_ms: int) -> dict[str, tuple[int, str]]:
         """The jobs' error state written (Postgres, the truth); by member, each job's failures and tenant."""
-        reasons = {f.job_id: f.reason for f in failures if f.member.startswith(JOB_PREFIX) and _is_uuid(f.job_id)}
+        reasons = {f.job_id: f.reason for f in failures
+                   if f.job_id is not None and f.member.startswith(JOB_PREFIX) and _is_uuid(f.job_id)}
         if not reasons:
             return {}
         with self.svc.db.connection() as conn:

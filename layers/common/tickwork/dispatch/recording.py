@@ -43,6 +43,7 @@ class Recorder:
                 dispatches = self._admit(conn, dispatches, now_ms, fresh, jobs, part, failures)
         part.quarantined = self.quarantine.set_aside(failures, now_ms)
         if dispatches:
+            assert self.svc.invoker is not None, "the poller's Services have an invoker (tickwork.wiring)"
             self.svc.invoker.invoke(dispatches)
         part.dispatched = len(dispatches)
         return part

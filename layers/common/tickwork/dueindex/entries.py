@@ -1,6 +1,6 @@
 """What the due index holds, as members of its sorted sets: a job (`j:<id>`), scored by its next slot, and
 one-shot dispatches of an execution (`e:<id>:<attempt>`), a notification (`n:<id>:<attempt>`) or the check of a
-run awaiting its completion callback at its deadline (`c:<id>:<attempt>`, tickwork.runs.completion).
+run awaiting its completion callback at its deadline (`c:<id>:<attempt>`, tickwork.rules.completion).
 
 A member of any other kind belongs to a newer release running beside this one (docs/deploy.md): this one never
 claims, moves or removes it, and fetches past it."""

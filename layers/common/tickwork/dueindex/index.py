@@ -6,9 +6,9 @@ One sorted set holds everything due, scored by fire time in epoch milliseconds:
   never loses the schedule.
 - `e:<execution id>:<attempt>`: a one-shot dispatch of an existing execution (a retry, a manual run).
   Claiming removes it; Postgres still holds the execution, so the sweeper can put it back.
-- `n:<notification id>:<attempt>`: the same for a notification attempt (tickwork.notifications.events).
+- `n:<notification id>:<attempt>`: the same for a notification attempt (tickwork.rules.notifications).
 - `c:<execution id>:<attempt>`: the same for the check, at its deadline, of a run awaiting its completion
-  callback (tickwork.runs.completion).
+  callback (tickwork.rules.completion).
 
 A hash next to it holds each job's schedule spec so the poller can compute next slots without Postgres;
 another the failures in a row of members in quarantine (tickwork.dispatch.quarantine) that Postgres does not

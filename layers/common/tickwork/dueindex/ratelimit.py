@@ -107,7 +107,8 @@ class RateLimiter:
         except RedisError as exc:
             logger.warning("rate limiter unavailable: request allowed", extra={**ids, "error_type": type(exc).__name__})
             return None
-        decisions = [decide(bool(int(allowed)), float(left), b.rate, b.burst, b.scope) for b, left in zip(limited, tokens)]
+        decisions = [decide(bool(int(allowed)), float(left), b.rate, b.burst, b.scope)
+                     for b, left in zip(limited, tokens)]
         return binding(decisions)
 
 

@@ -6,7 +6,8 @@ Postgres was read: principle 2, a live job is never taken out to be put back lat
 - **Rebuild**, when the marker is gone (a flush, a failover to an empty replica): every active job is
   written back at its Postgres next_run_at (a job in quarantine at its retry time, so a failover does not
   put a poison entry back in reach: tickwork.dispatch.quarantine), a page of jobs per round trip, in steps
-  that each stop once their budget is spent. How far the rebuild got is kept in Redis (each shard's `Shard.rebuild_key`: shards are rebuilt each on its own), so the next
+  that each stop once their budget is spent. How far the rebuild got is kept in Redis (each shard's
+  `Shard.rebuild_key`: shards are rebuilt each on its own), so the next
   step, in the next tick or maintenance pass, goes on from there; ticks dispatch what is indexed
   meanwhile. After each page, the jobs of the same stretch of ids that are not active are taken out
   (stopped before the loss, or paused or deleted while the page was written); the marker is set once
@@ -140,7 +141,8 @@ def _rebuild_page(
             [r for r in removals if index.number_of_job(r) == n], to_ms(now),
         )
         if added is None:
-            logger.info("due index rebuild moved on elsewhere; this step stops", extra={"position": position, "shard": n})
+            logger.info("due index rebuild moved on elsewhere; this step stops",
+                        extra={"position": position, "shard": n})
             continue
         result.indexed += added
         moved[n] = following

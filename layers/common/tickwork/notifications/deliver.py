@@ -15,9 +15,9 @@ from aws_lambda_powertools import Logger
 from tickwork.http.delivery import Outcome
 from tickwork.interfaces import RunSteps
 from tickwork.models import Dispatch
-from tickwork.notifications import events
-from tickwork.notifications.events import OPERATOR
+from tickwork.rules import notifications as events
 from tickwork.rules import retry
+from tickwork.rules.notifications import OPERATOR
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services

@@ -8,8 +8,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
-from tickwork.notifications import events
 from tickwork.notifications.deliver import STATUS_AFTER
+from tickwork.rules import notifications as events
 from tickwork.rules import retry
 from tickwork.settings import Settings
 from tickwork.store import notifications as store

@@ -4,7 +4,8 @@ The properties mirror the API's job body in PascalCase (`Request.Url` is `reques
 `Retry.MaxAttempts` is `retry.max_attempts`), except the names of `Request.Headers`, which are the user's
 header names and are kept as written. `Key` says which job it is, `ApiKey` whose (its key's tenant), and
 `Tenant`, optional, must name that tenant; `ServiceToken` and `ServiceTimeout` are CloudFormation's own.
-CloudFormation sends every scalar as a string ("300", "true"), so the body is checked by the API's own model in pydantic's lax mode, which reads them as numbers and
+CloudFormation sends every scalar as a string ("300", "true"), so the body is checked by the API's own model in
+pydantic's lax mode, which reads them as numbers and
 booleans; its complaints are worded as the API's 400s, naming the field both ways
 ("Request.Url (request.url): ...").
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from tickwork.errors import InvalidInputError
 
@@ -113,7 +114,7 @@ def field_reason(field: str | None, message: str) -> str:
     return f"{named}: {message}" if named == field else f"{named} ({field}): {message}"
 
 
-def validation_reason(errors: list[dict[str, Any]]) -> str:
+def validation_reason(errors: Sequence[Mapping[str, Any]]) -> str:
     """pydantic's complaints about the body (loc in API names) as the provider's reason: every unknown
     property at once, else the first complaint as the API's 400 words it."""
     from tickwork.api.errors import field_name, validation_message

@@ -64,7 +64,8 @@ def delay_after(policy: RetryPolicy, attempt: int) -> float:
         delay = policy.delay_seconds * attempt
     else:
         delay = policy.delay_seconds
-    return min(delay, ceiling(policy))
+    bounded: float = min(delay, ceiling(policy))
+    return bounded
 
 
 def ceiling(policy: RetryPolicy) -> float:

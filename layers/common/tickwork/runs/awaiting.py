@@ -1,4 +1,4 @@
-"""Runs awaiting their completion callback (tickwork.runs.completion has the rules; the wait is recorded as the
+"""Runs awaiting their completion callback (tickwork.rules.completion has the rules; the wait is recorded as the
 executor ends an accepted attempt, tickwork.runs.ending): taking the callback, and settling the wait, by the
 callback or at its deadline.
 
@@ -24,7 +24,8 @@ from tickwork.errors import ConflictError, NotFoundError
 from tickwork.http.redaction import redact
 from tickwork.models import StartedExecution
 from tickwork.rules import retry
-from tickwork.runs import completion, ending
+from tickwork.rules import completion
+from tickwork.runs import ending
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store import completions as store
 from tickwork.store import notifications as notifications_store

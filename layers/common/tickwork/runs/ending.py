@@ -4,7 +4,7 @@ tickwork.runs.executor), a completion callback or its deadline (tickwork.runs.aw
 
 1. Decide, without I/O (`now` and the jitter's random source passed in): the job's retry policy counts the
    attempts of the run's latest replay only (tickwork.rules.replay); an answer the job's success rules accept
-   in callback mode awaits its completion (tickwork.runs.completion); a run its lost executor leaves without a
+   in callback mode awaits its completion (tickwork.rules.completion); a run its lost executor leaves without a
    retry ends `lost`.
 2. Bound: a retry of a run its job no longer makes (paused, deleted), or one after the job's next slot after
    the retry's origin (the run's slot, or a replay's attempt), ends the run instead, the reason in the
@@ -27,8 +27,8 @@ from tickwork.dueindex.index import DueIndex
 from tickwork.http.delivery import Outcome
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
-from tickwork.rules import replay, retry, success
-from tickwork.runs import bounds, completion, ends
+from tickwork.rules import completion, replay, retry, success
+from tickwork.runs import bounds, ends
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
 from tickwork.timeutil import rfc3339, to_ms

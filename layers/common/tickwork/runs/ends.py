@@ -1,5 +1,5 @@
 """Writing a watched run's end: its final state, its job's failure counters and the events it raises, in
-one transaction, and queueing what that produced (tickwork.notifications.events has the rules).
+one transaction, and queueing what that produced (tickwork.rules.notifications has the rules).
 
 Only runs that can raise an event come here (`may_notify`): a job without `notify` or
 `pause_after_failures` costs nothing more on success, and on failure only when an operator topic is set.
@@ -15,8 +15,8 @@ from aws_lambda_powertools import Logger
 from tickwork.dueindex.index import DueIndex
 from tickwork.http.delivery import Outcome
 from tickwork.models import StartedExecution
-from tickwork.notifications import events
-from tickwork.notifications.events import RunEnd, Verdict
+from tickwork.rules import notifications as events
+from tickwork.rules.notifications import RunEnd, Verdict
 from tickwork.store import deadlocks
 from tickwork.store import executions as executions_store
 from tickwork.store import notifications as store

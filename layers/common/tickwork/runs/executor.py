@@ -30,8 +30,8 @@ from tickwork.http.targets import check_port, resolve_public_addresses, validate
 from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
-from tickwork.rules import retry
-from tickwork.runs import awaiting, completion, ending, stops
+from tickwork.rules import completion, retry
+from tickwork.runs import awaiting, ending, stops
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store

@@ -190,7 +190,7 @@ class ExcludingSchedule:
             return None
         landing = self.local_date(slot_ms)
         time_of_day = self._wall(slot_ms // 1000) - self._wall_midnight(landing)
-        day, sources = landing - timedelta(days=1), []
+        day, sources = landing - timedelta(days=1), list[date]()
         while len(sources) < MOVE_DAYS and excluded_by(self.calendars, day):
             sources.append(day)
             day -= timedelta(days=1)

@@ -143,7 +143,8 @@ def _monthly_phrase(day: str, times: str) -> str:
 
 
 def _days_phrase(days: str, times: str) -> str:
-    names = [word.rstrip("s") if word.rstrip("s") in _DAY_WORDS else word for word in re.split(r",\s?|\s?and\s|\s", days)]
+    words = re.split(r",\s?|\s?and\s|\s", days)
+    names = [word.rstrip("s") if word.rstrip("s") in _DAY_WORDS else word for word in words]
     unknown = [name for name in names if name and name not in _DAY_WORDS]
     if unknown or not any(names):
         raise ScheduleError(f"could not understand the days of the week; {_HINT}")

@@ -33,7 +33,7 @@ class TenantSecrets:
         self.keys = PoolKeyStore(svc.db)
         self.clock = clock
         self._signing: dict[str, tuple[bytes, ...]] = {}
-        self._sealed: dict[str, dict[str, str]] = {}
+        self._sealed: dict[str, dict[str, store.SealedSecret]] = {}
         self._opened: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
@@ -67,7 +67,8 @@ class TenantSecrets:
         headers = {name: self._header_value(run, name, value) for name, value in (request.get("headers") or {}).items()}
         names = sorted({name for _, name in interpolation.references(request)})
         sealed = self._sealed_secrets(run.tenant_id) if names else {}
-        values = [_or_skipped(run, f"secret {name}", lambda: self._open(run.tenant_id, name, sealed[name].sealed))
+        # Each lambda is called at once, inside its own iteration: it cannot see a later `name`.
+        values = [_or_skipped(run, f"secret {name}", lambda: self._open(run.tenant_id, name, sealed[name].sealed))  # noqa: B023
                   for name in names if name in sealed]
         return secret_values(headers, urlsplit(request["url"]).query, (*filter(None, values), *also))
 

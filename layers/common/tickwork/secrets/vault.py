@@ -274,9 +274,10 @@ def reseal_all(keyring: Keyring, pool: Any, version: int, deadline: float, clock
         after = store.FIRST_ID
         while clock() < deadline:
             with pool.connection() as conn:
-                moved, after = _reseal_batch(keyring, conn, table, version, after)
-            if after is None:
+                moved, last = _reseal_batch(keyring, conn, table, version, after)
+            if last is None:
                 break
+            after = last
             setattr(done, table, getattr(done, table) + moved)
     with pool.connection() as conn:
         done.remaining = store.count_stale(conn, SEALED_MARK, version)

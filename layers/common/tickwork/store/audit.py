@@ -9,9 +9,9 @@ from typing import Any
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from tickwork.store.filters import AuditFilter
 from tickwork.store.maintenance import Budget, delete_in_batches
 from tickwork.store.storage import AUDIT, AUDIT_BYTES, ROW_BYTES, json_bytes, tracked
-from tickwork.tenant.filters import AuditFilter
 
 _COLUMNS = ("id::text, tenant_id::text, at, action, job_id::text, target, key_id::text, key_name, request_id,"
             " client_ip, changes, changes_omitted")

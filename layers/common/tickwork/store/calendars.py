@@ -93,6 +93,20 @@ def existing(conn: Any, tenant_id: str, names: Sequence[str]) -> set[str]:
     return {row[0] for row in rows}
 
 
+def lock(conn: Any, tenant_id: str, name: str) -> bool:
+    """Lock the tenant's calendar `name` FOR UPDATE; False when there is none."""
+    sql = "SELECT 1 FROM calendars WHERE tenant_id = %s AND name = %s FOR UPDATE"
+    return conn.execute(sql, (tenant_id, name)).fetchone() is not None
+
+
+def compiled_by_name(conn: Any, tenant_id: str, names: Sequence[str], *, share: bool = False) -> dict[str, Any]:
+    """The compiled form of each of the tenant's calendars named in `names` that exists, by name; `share`: held
+    FOR SHARE, so that a concurrent delete waits."""
+    lock = " FOR SHARE" if share else ""
+    sql = f"SELECT name, compiled FROM calendars WHERE tenant_id = %s AND name = ANY(%s){lock}"
+    return dict(conn.execute(sql, (tenant_id, list(names))).fetchall())
+
+
 def delete(conn: Any, tenant_id: str, name: str) -> bool:
     return conn.execute("DELETE FROM calendars WHERE tenant_id = %s AND name = %s", (tenant_id, name)).rowcount == 1
 

@@ -1,4 +1,4 @@
-"""SQL of completion callbacks (tickwork.runs.completion): a run's token, its wait for the callback, the
+"""SQL of completion callbacks (tickwork.rules.completion): a run's token, its wait for the callback, the
 callback itself and settling the wait. Every write is conditional on the run's status and attempt, so a
 late, repeated or forged call changes nothing."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from tickwork.runs.completion import AWAITING, Awaiting, timeout_seconds
+from tickwork.rules.completion import AWAITING, Awaiting, timeout_seconds
 
 # The token of the attempt being sent: only while that attempt is the running one.
 _ARM = """

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.rows import class_row
 
-from tickwork.tenant.filters import ExecutionFilter
+from tickwork.store.filters import ExecutionFilter
 
 # Enough of a response body to recognise an error page; the full stored text stays in the table.
 RESPONSE_PREVIEW_CHARS = 1024

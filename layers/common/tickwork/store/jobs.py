@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import JobRow
 from tickwork.store.executions import stopped_note
-from tickwork.tenant.filters import JobFilter, like_prefix
+from tickwork.store.filters import JobFilter, like_prefix
 
 JOB_COLUMNS = (
     "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
@@ -93,7 +93,7 @@ def update_job(conn: Any, job: JobRow) -> bool:
         " calendar = %(calendar)s,"
         " error_reason = %(error_reason)s, errored_at = %(errored_at)s, error_count = %(error_count)s,"
         " retry_errored_at = %(retry_errored_at)s,"
-        # A paused job that runs again starts counting its failures afresh (tickwork.notifications.events).
+        # A paused job that runs again starts counting its failures afresh (tickwork.rules.notifications).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
         f" WHERE id = %(id)s AND {_LIVE}",

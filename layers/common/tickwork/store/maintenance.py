@@ -23,7 +23,8 @@ _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 # score is computed here, as timeutil.to_ms would (floor to the millisecond): exact, and no datetime
 # for Python to build per job. A job in quarantine is not claimable before its retry (tickwork.dispatch.quarantine).
 _INDEX_COLUMNS = ("id::text, (extract(epoch FROM date_trunc('milliseconds', next_run_at)) * 1000)::bigint,"
-                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds, tenant_id::text,"
+                  " schedule, timezone, start_at, end_at, created_at, version, catchup, catchup_window_seconds,"
+                  " tenant_id::text,"
                   " spread_seconds, calendar,"
                   " (extract(epoch FROM date_trunc('milliseconds', retry_errored_at)) * 1000)::bigint")
 _INDEX_PAGE = f"""

@@ -1,4 +1,4 @@
-"""SQL over notifications and the watched jobs' counters (tickwork.notifications.events)."""
+"""SQL over notifications and the watched jobs' counters (tickwork.rules.notifications)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from typing import Any, Sequence
 from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
-from tickwork.notifications.events import Event, Verdict, WatchState
+from tickwork.rules.notifications import Event, Verdict, WatchState
 from tickwork.store.executions import STARTED_COLUMNS
 from tickwork.store.maintenance import Budget, delete_in_batches
 

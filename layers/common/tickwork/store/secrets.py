@@ -31,7 +31,8 @@ class SealedSecret:
 
 
 def _secret_row(row: Any) -> SecretRow:
-    return SecretRow(*row[:4], in_force(row[4], row[5]))
+    secret_id, name, created_at, updated_at, hosts, origins = row[:6]  # a RETURNING adds a column after them
+    return SecretRow(secret_id, name, created_at, updated_at, in_force(hosts, origins))
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ from typing import Any, Sequence
 
 from tickwork.errors import ConflictError, NotFoundError, QuotaExceededError, UnauthorizedError
 from tickwork.scope import Scope
+from tickwork.secrets.crypto import Keyring
 from tickwork.store import keys as store
 from tickwork.store.keys import Caller, KeyRow
+from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import access, audit
 from tickwork.tenant.definition import FieldChange
 from tickwork.tenant.lookup import parse_id
@@ -31,13 +33,16 @@ def create_key(scope: Scope, name: str, scopes: Sequence[str] | None = None) -> 
         return row, token
 
 
-def authenticate(conn: Any, token: str, now: datetime) -> Caller:
+def authenticate(conn: Any, token: str, now: datetime, keyring: Keyring | None = None) -> Caller:
     """The live key `token` is, its use noted (at most once a minute), else UnauthorizedError: the one check of
-    a key, for every door that takes one (the API's routes, the CloudFormation provider)."""
+    a key, for every door that takes one (the API's routes, the CloudFormation provider). With `keyring`, its
+    first data key is made here too, outside any route's transaction, so that the route can seal."""
     caller = store.authenticate(conn, token)
     if caller is None:
         raise UnauthorizedError("invalid API key")
     store.note_use(conn, caller, now)
+    if keyring is not None:
+        keyring.ensure(PgKeyStore(conn))
     return caller
 
 

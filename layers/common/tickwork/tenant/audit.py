@@ -20,10 +20,10 @@ from tickwork.models import JobRow, Key, Page
 from tickwork.scope import Actor, Scope
 from tickwork.store import audit as store
 from tickwork.store.audit import AuditRow
+from tickwork.store.filters import AuditFilter
 from tickwork.tenant import audit_bounds
 from tickwork.tenant.access import AUDIT_READ
 from tickwork.tenant.definition import FieldChange, definition, definition_changes, shown
-from tickwork.tenant.filters import AuditFilter
 
 JOB_CREATED = "job.created"
 JOB_UPDATED = "job.updated"

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from tickwork.calendars.bounds import HORIZON_YEARS
 from tickwork.calendars.checks import bounded_dates
+from tickwork.calendars.events import Event
 from tickwork.calendars.ical import parse_ical
 from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
@@ -84,7 +85,7 @@ def compiled_row(name: str, dates: Sequence[str] | None, ical: str | None, now: 
     if dates is None and ical is None:
         raise InvalidInputError("dates", "give dates, ical or both")
     explicit = _dates(dates or ())
-    events = ()
+    events: tuple[Event, ...] = ()
     if ical is not None:
         if len(ical.encode("utf-8")) > MAX_ICAL_BYTES:
             raise InvalidInputError("ical", f"at most {MAX_ICAL_BYTES} bytes (UTF-8)")
@@ -120,10 +121,7 @@ def _upcoming(calendar: Calendar, now: datetime) -> list[date]:
 def delete_calendar(scope: Scope, name: str) -> None:
     """Refused (409, naming up to 5 of them) while a job not deleted excludes by it."""
     with scope.db.connection() as conn, conn.transaction():
-        exists = NAME.match(name) and conn.execute(
-            "SELECT 1 FROM calendars WHERE tenant_id = %s AND name = %s FOR UPDATE", (scope.tenant_id, name),
-        ).fetchone()
-        if not exists:
+        if not (NAME.match(name) and store.lock(conn, scope.tenant_id, name)):
             raise NotFoundError("calendar not found")
         users = store.jobs_using(conn, scope.tenant_id, name, limit=_NAMED_JOBS + 1)
         if users:
@@ -143,14 +141,11 @@ def job_calendars(conn: Any, tenant_id: str, calendar: Mapping[str, Any] | None,
     if not calendar:
         return []
     names = list(calendar.get("exclude") or ())
-    lock = " FOR SHARE" if check else ""
-    rows = conn.execute(
-        f"SELECT name, compiled FROM calendars WHERE tenant_id = %s AND name = ANY(%s){lock}", (tenant_id, names),
-    ).fetchall()
-    found = {name: compiled for name, compiled in rows}
+    found = store.compiled_by_name(conn, tenant_id, names, share=check)
     for position, name in enumerate(names):
         if check and name not in found:
-            raise InvalidInputError(f"{field}.exclude.{position}", "no calendar of that name: PUT /calendars/{name} first")
+            raise InvalidInputError(f"{field}.exclude.{position}",
+                                    "no calendar of that name: PUT /calendars/{name} first")
     return [store.calendar_of(tenant_id, name, found[name]) for name in names if name in found]
 
 
@@ -202,7 +197,8 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
         if job.status != "active" or (freed is job and (job.calendar or {}).get("on_excluded") != "next_day"):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
-        again = aimed(replace(freed, next_run_at=first), _shared(conn, scope.tenant_id, job.calendar, known), scope.now)
+        shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)
+        again = aimed(replace(freed, next_run_at=first), shared, scope.now)
         if again != job:
             again = replace(again, version=job.version + 1, updated_at=scope.now,
                             status="active" if again.next_run_at else "completed")
@@ -211,7 +207,9 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     return moved
 
 
-def _shared(conn: Any, tenant_id: str, calendar: Mapping[str, Any], known: dict[str, Calendar | None]) -> list[Calendar]:
+def _shared(
+    conn: Any, tenant_id: str, calendar: Mapping[str, Any], known: dict[str, Calendar | None],
+) -> list[Calendar]:
     """job_calendars for one of many jobs: each calendar read, and each of its years expanded, once for all."""
     names = list(calendar.get("exclude") or ())
     missing = [name for name in names if name not in known]

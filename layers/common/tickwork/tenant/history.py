@@ -3,13 +3,13 @@ execution's attempts, and a job's last notifications."""
 from __future__ import annotations
 
 from tickwork.models import Key, Page
-from tickwork.notifications.events import LIST_LIMIT
+from tickwork.rules.notifications import LIST_LIMIT
 from tickwork.scope import Scope
 from tickwork.store import history as history_store
 from tickwork.store import jobs as jobs_store
 from tickwork.store import notifications as notifications_store
+from tickwork.store.filters import ExecutionFilter
 from tickwork.store.history import AttemptRow, ExecutionRow
-from tickwork.tenant.filters import ExecutionFilter
 from tickwork.tenant.lookup import found, parse_id
 
 
@@ -21,7 +21,9 @@ def list_executions(scope: Scope, job_id: str, limit: int, before: Key | None) -
     return Page.of(rows, limit, _slot_key)
 
 
-def list_tenant_executions(scope: Scope, filters: ExecutionFilter, limit: int, before: Key | None) -> Page[ExecutionRow]:
+def list_tenant_executions(
+    scope: Scope, filters: ExecutionFilter, limit: int, before: Key | None,
+) -> Page[ExecutionRow]:
     """Every execution of the tenant, newest slot first, deleted jobs' included. A filter is a query, not a
     lookup: a job id of another tenant (or of no job) matches nothing, exactly like a job without runs."""
     with scope.db.connection() as conn:

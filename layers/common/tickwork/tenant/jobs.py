@@ -19,22 +19,22 @@ from tickwork.http.redaction import REDACTED, is_sensitive_header
 from tickwork.http.targets import validate_target_url
 from tickwork.models import JobRow, Key, Page
 from tickwork.rules import policy
+from tickwork.rules import completion
 from tickwork.rules.quarantine import released
-from tickwork.runs import completion
 from tickwork.schedule import hashing
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.secrets.crypto import require_keyring
-from tickwork.store.secrets import PgKeyStore
 from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.store import history as history_store
 from tickwork.store import jobs as jobs_store
+from tickwork.store.filters import JobFilter
 from tickwork.store.history import ExecutionRow
+from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import audit, calendars, quotas
-from tickwork.tenant.filters import JobFilter
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
 
@@ -465,7 +465,7 @@ def _checked_request(settings: Settings, request: Mapping[str, Any]) -> dict[str
 
 
 def _checked_completion(given: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """As stored (tickwork.runs.completion.stored); a timeout is for callback mode only."""
+    """As stored (tickwork.rules.completion.stored); a timeout is for callback mode only."""
     if given and given.get("timeout_seconds") is not None and not completion.is_callback(given):
         raise InvalidInputError("completion.timeout_seconds", "is only for mode callback")
     return completion.stored(given)

@@ -76,7 +76,7 @@ def _peak(canonical: str, zone_name: str) -> int:
     first = schedule.next_after(_REFERENCE - timedelta(microseconds=1))
     if first is None:
         return 0
-    count, cursor = 0, first
+    count, cursor = 0, first  # type: int, datetime | None
     while cursor is not None and cursor < first + _MINUTE:
         count += 1
         cursor = schedule.next_after(cursor)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from tickwork.scope import Scope
 from tickwork.store import stats as stats_store
-from tickwork.tenant.filters import EXECUTION_STATUSES
+from tickwork.store.filters import EXECUTION_STATUSES
 
 DEFAULT_WINDOW_SECONDS = 3600
 # A day: a longer window is a report, not a health signal (a week at quota was 60 million runs to scan).

@@ -1,13 +1,13 @@
-"""What a list of jobs, executions or audit entries is narrowed to. Plain values: the API checks them, the stores turn them
-into SQL."""
+"""What a list of jobs, executions or audit entries is narrowed to. Plain values: the API checks them, the stores
+turn them into SQL."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
 # Every state an execution can be in (the executions_status_check constraint of the schema).
-EXECUTION_STATUSES = ("queued", "waiting", "running", "retrying", "awaiting_completion", "succeeded", "failed", "skipped",
-                      "missed", "lost")
+EXECUTION_STATUSES = ("queued", "waiting", "running", "retrying", "awaiting_completion", "succeeded", "failed",
+                      "skipped", "missed", "lost")
 
 
 @dataclass(frozen=True)
