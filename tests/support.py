@@ -8,7 +8,8 @@ from typing import Any, Callable, Mapping
 
 from tickwork.dueindex.entries import DueEntry
 from tickwork.dueindex.index import DueIndex
-from tickwork.http.delivery import Connections, Outcome, prepare
+from tickwork.http.delivery import Connections, prepare
+from tickwork.rules.outcome import Outcome
 
 
 class FakeClock:

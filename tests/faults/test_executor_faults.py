@@ -13,6 +13,7 @@ from tests.support import mark_built
 from tickwork.dispatch.poller import Poller
 from tickwork.http import delivery
 from tickwork.ops.maintenance import run_maintenance
+from tickwork.rules.outcome import Outcome
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -83,7 +84,7 @@ def test_an_executor_reporting_after_it_was_declared_lost_changes_nothing(
     sent_first, resume = threading.Event(), threading.Event()
     real_complete = delivery.Prepared.complete
 
-    def send_then_stall(prepared: delivery.Prepared) -> delivery.Outcome:
+    def send_then_stall(prepared: delivery.Prepared) -> Outcome:
         outcome = real_complete(prepared)
         if not sent_first.is_set():
             sent_first.set()

@@ -14,6 +14,7 @@ from tests.support import mark_built
 from tickwork.dispatch.poller import Poller
 from tickwork.http import delivery
 from tickwork.ops.maintenance import run_maintenance
+from tickwork.rules.outcome import Outcome
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, connect_db
 
@@ -65,7 +66,7 @@ def test_postgres_down_while_the_executor_stores_the_result(
     executor_svc = Services(services.settings, connect_db(services.settings, 1), services.redis, invoker)
     real_complete = delivery.Prepared.complete
 
-    def send_then_lose_postgres(prepared: delivery.Prepared) -> delivery.Outcome:
+    def send_then_lose_postgres(prepared: delivery.Prepared) -> Outcome:
         outcome = real_complete(prepared)
         executor_svc.db.close()
         executor_svc.db = dead_pool

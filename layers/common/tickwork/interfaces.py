@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 from tickwork.models import Dispatch, StartedExecution
+from tickwork.rules.outcome import Outcome
 
 if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads the HTTP stack
     from tickwork.http import delivery
@@ -24,7 +25,7 @@ class Result:
 
     run: StartedExecution
     sent_at: datetime
-    outcome: delivery.Outcome
+    outcome: Outcome
 
 
 class Invoker(Protocol):

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from tickwork.http.delivery import Outcome
 from tickwork.rules import success
+from tickwork.rules.outcome import FailureKind, Outcome, status_failure
 
 
 def _answer(status: int, body: str = "ok") -> Outcome:
     error = "redirect not followed" if 300 <= status < 400 else (f"HTTP {status}" if status >= 400 else None)
-    return Outcome(status, body, error, 12)
+    return Outcome(status, body, error, 12, failure=status_failure(status))
 
 
 @pytest.mark.parametrize(("entries", "stored"), [
@@ -46,6 +46,17 @@ def test_a_4xx_not_listed_keeps_its_classification() -> None:
     assert not judged.succeeded and not judged.retryable
 
 
+def test_a_5xx_not_listed_keeps_its_classification() -> None:
+    judged = success.judge({"status_codes": [200]}, _answer(503))
+    assert judged.failure is FailureKind.TRANSIENT_STATUS and judged.retryable
+    assert judged.error == "HTTP 503 not accepted (success.status_codes: 200)"
+
+
+def test_a_redirect_not_listed_fails_and_is_retryable() -> None:
+    judged = success.judge({"body_contains": "done"}, _answer(302))
+    assert judged.failure is FailureKind.SUCCESS_RULE and judged.retryable
+
+
 def test_an_accepted_4xx_succeeds() -> None:
     assert success.judge({"status_codes": [404, "2xx"]}, _answer(404)).succeeded
 
@@ -59,5 +70,5 @@ def test_body_contains_must_match() -> None:
 
 
 def test_a_transport_failure_is_untouched() -> None:
-    failure = Outcome(None, None, "timeout: no response within 5s", 5000)
+    failure = Outcome(None, None, "timeout: no response within 5s", 5000, failure=FailureKind.TIMEOUT)
     assert success.judge({"status_codes": [200]}, failure) is failure

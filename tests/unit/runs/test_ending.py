@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tickwork.http.delivery import Outcome
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
 from tickwork.rules import completion
+from tickwork.rules.outcome import FailureKind, Outcome
 from tickwork.rules.retry import Bound
 from tickwork.runs import ending
 
@@ -33,7 +33,7 @@ def waiting(reported: str | None) -> completion.Awaiting:
 
 def three_ways(of: StartedExecution, now: datetime) -> list[ending.AttemptEnd]:
     """The same failed attempt ended by an answer (503), by a callback reporting `failed`, and by a lost executor."""
-    sent = Result(of, now, Outcome(503, "busy", "HTTP 503", 12))
+    sent = Result(of, now, Outcome(503, "busy", "HTTP 503", 12, failure=FailureKind.TRANSIENT_STATUS))
     reported = completion.settle(waiting("failed"), now)
     assert reported is not None
     return [ending.answered(sent, now, lambda: 0.5), ending.settled(of, waiting("failed"), reported, now, None),
@@ -65,7 +65,7 @@ def test_a_replays_retry_is_bounded_from_when_its_attempt_started_on_every_path(
 
 
 def test_an_accepted_answer_in_callback_mode_awaits_and_in_response_mode_succeeds() -> None:
-    accepted = Result(run(1), T0, Outcome(202, "queued", None, 12))
+    accepted = Result(run(1), T0, Outcome(202, "queued", None, 12, failure=None))
     assert ending.answered(accepted, T0, lambda: 0.5).status == completion.AWAITING
     plain = replace(accepted, run=replace(run(1), completion=None))
     assert ending.answered(plain, T0, lambda: 0.5).status == "succeeded"

@@ -11,16 +11,16 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tickwork.http import delivery
 from tickwork.interfaces import Group, Result, Sender
 from tickwork.models import Dispatch, StartedExecution
+from tickwork.rules.outcome import Outcome
 from tickwork.runs.sending import MAX_PARALLEL_SENDS, BoundedSender
 from tickwork_local.sending import SHARED_THREADS, GatedSender, SharedSender
 
 T0_MS = 1_800_000_000_000
 WAIT_SECONDS = 10.0
 SENDERS: list[Callable[[], Sender]] = [BoundedSender, GatedSender, SharedSender]
-OK = delivery.Outcome(200, "ok", None, 1)
+OK = Outcome(200, "ok", None, 1, failure=None)
 
 
 class FakePrepared:
@@ -37,7 +37,7 @@ class FakePrepared:
     def finish_write(self) -> None:
         pass  # every fake request leaves whole when fired
 
-    def complete(self) -> delivery.Outcome:
+    def complete(self) -> Outcome:
         self.complete_hook(self.run)
         return OK
 

@@ -6,7 +6,8 @@ The stage tells the operator what the target may have seen (docs/operations.md, 
 - nothing was sent: could not resolve, could not connect, a certificate not trusted, the attempt's time
   gone before the write, a connection closed by the target before the request was written;
 - the request, or part of it, was sent and no whole answer came back: the target may have acted on it.
-Errors starting with "refused:" are not retried (tickwork.http.delivery.NOT_RETRIED).
+Each error comes with its failure's kind (tickwork.rules.outcome), which says whether it is retried; the
+text is for people.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from urllib3 import exceptions as ux
 from urllib3.util.ssl_match_hostname import CertificateError as HostnameMismatchError
 
 from tickwork.errors import LateError
+from tickwork.rules.outcome import Failure, FailureKind
 
 CONNECTING = "connecting"  # opening the connection (ahead of the instant, or at it)
 WRITING = "writing"  # writing the request
@@ -40,77 +42,91 @@ AFTER_WRITE = "the target may have acted on it"
 def describe(
     exc: BaseException, timeout: float, stage: str, status: int | None = None, written: bool = False,
     unread: bool = False,
-) -> str:
-    """The error of an attempt that failed with `exc` at `stage` (`written`: some of the request left;
+) -> Failure:
+    """The failure of an attempt that failed with `exc` at `stage` (`written`: some of the request left;
     `unread`: the connection was reset before any answer, so the target never read the request)."""
     connecting = _connecting(exc, timeout)
     if connecting is not None:
         return connecting
     if stage == CONNECTING:
         if isinstance(exc, (TimeoutError, ux.ConnectTimeoutError)):
-            return f"timeout: could not connect within {timeout:g}s"
+            return _timeout(f"could not connect within {timeout:g}s")
         if isinstance(exc, (ssl.SSLError, ux.SSLError)):
-            return "connection failed: TLS handshake failed"
+            return _connection("TLS handshake failed")
         if isinstance(exc, ConnectionError):
-            return "connection failed: closed by the target while connecting"
+            return _connection("closed by the target while connecting")
     elif stage == WRITING:
         return _writing(exc, timeout, written)
     elif stage == AWAITING:
         if unread:
             # Seen here when the new connection it was moved to (tickwork.http.delivery) was reset as well.
-            return "connection failed: reset by the target before it read the request (nothing was acted on)"
+            return _connection("reset by the target before it read the request (nothing was acted on)")
         return _awaiting(exc, timeout)
     elif stage == READING:
         return _reading(exc, timeout, status)
-    return f"connection failed: {type(exc).__name__}"
+    return _connection(type(exc).__name__)
 
 
-def _connecting(exc: BaseException, timeout: float) -> str | None:
+def _connecting(exc: BaseException, timeout: float) -> Failure | None:
     """Failures that only opening a connection has (also when it opens at the write): nothing was sent."""
     # Order matters: urllib3's NewConnectionError subclasses ConnectTimeoutError.
     if isinstance(exc, ux.NameResolutionError):
-        return "connection failed: could not resolve host"
+        return _connection("could not resolve host")
     if isinstance(exc, ux.NewConnectionError):
-        return "connection failed: could not connect"
+        return _connection("could not connect")
     if isinstance(exc, ux.ConnectTimeoutError):
-        return f"timeout: could not connect within {timeout:g}s"
+        return _timeout(f"could not connect within {timeout:g}s")
     if isinstance(exc, LateError):
-        return f"timeout: not sent, the attempt's {timeout:g}s had run out before its request could be written"
+        return _timeout(f"not sent, the attempt's {timeout:g}s had run out before its request could be written")
     if isinstance(exc, ssl.SSLCertVerificationError):
         problem = _CERTIFICATE_PROBLEMS.get(exc.verify_code, "not trusted")
-        return f"refused: the target's TLS certificate is {problem}"
+        return _refused(f"the target's TLS certificate is {problem}")
     if isinstance(exc, HostnameMismatchError):
-        return "refused: the target's TLS certificate is issued for another host name"
+        return _refused("the target's TLS certificate is issued for another host name")
     return None
 
 
-def _writing(exc: BaseException, timeout: float, written: bool) -> str:
+def _writing(exc: BaseException, timeout: float, written: bool) -> Failure:
     if not written:
         # The one case retried at once on a new connection (tickwork.http.delivery): seen here when that failed too.
-        return "connection failed: closed by the target before the request was written (nothing was sent)"
+        return _connection("closed by the target before the request was written (nothing was sent)")
     if isinstance(exc, TimeoutError):
-        return f"timeout: the request could not be written within {timeout:g}s (the target stopped reading it)"
-    return f"connection failed: closed while the request was written ({AFTER_WRITE})"
+        return _timeout(f"the request could not be written within {timeout:g}s (the target stopped reading it)")
+    return _connection(f"closed while the request was written ({AFTER_WRITE})")
 
 
-def _awaiting(exc: BaseException, timeout: float) -> str:
+def _awaiting(exc: BaseException, timeout: float) -> Failure:
     if isinstance(exc, TimeoutError):
-        return f"timeout: no response within {timeout:g}s"
+        return _timeout(f"no response within {timeout:g}s")
     if isinstance(exc, (ConnectionError, ssl.SSLEOFError)):  # http.client.RemoteDisconnected included
-        return f"connection failed: closed after the request was written, before any response ({AFTER_WRITE})"
+        return _connection(f"closed after the request was written, before any response ({AFTER_WRITE})")
     if isinstance(exc, ssl.SSLError):
-        return f"connection failed: TLS error after the request was written ({AFTER_WRITE})"
+        return _connection(f"TLS error after the request was written ({AFTER_WRITE})")
     if isinstance(exc, http.client.HTTPException):
-        return f"connection failed: the answer is not HTTP ({AFTER_WRITE})"
-    return f"connection failed: {type(exc).__name__} after the request was written ({AFTER_WRITE})"
+        return _connection(f"the answer is not HTTP ({AFTER_WRITE})")
+    return _connection(f"{type(exc).__name__} after the request was written ({AFTER_WRITE})")
 
 
-def _reading(exc: BaseException, timeout: float, status: int | None) -> str:
+def _reading(exc: BaseException, timeout: float, status: int | None) -> Failure:
     answer = f"the response (HTTP {status})"
     if isinstance(exc, TimeoutError):
-        return f"timeout: {answer} did not finish within {timeout:g}s"
+        return _timeout(f"{answer} did not finish within {timeout:g}s")
     if isinstance(exc, (http.client.IncompleteRead, ConnectionError, ssl.SSLError)):
-        return f"connection failed: {answer} was cut off ({AFTER_WRITE})"
+        return _connection(f"{answer} was cut off ({AFTER_WRITE})")
     if isinstance(exc, http.client.HTTPException):
-        return f"connection failed: {answer} is not valid HTTP ({AFTER_WRITE})"
-    return f"connection failed: {type(exc).__name__} while reading {answer} ({AFTER_WRITE})"
+        return _connection(f"{answer} is not valid HTTP ({AFTER_WRITE})")
+    return _connection(f"{type(exc).__name__} while reading {answer} ({AFTER_WRITE})")
+
+
+# Each kind's error begins with its word, as operators read them (docs/operations.md, "What an error means").
+
+def _timeout(what: str) -> Failure:
+    return Failure(FailureKind.TIMEOUT, f"timeout: {what}")
+
+
+def _refused(what: str) -> Failure:
+    return Failure(FailureKind.REFUSED, f"refused: {what}")
+
+
+def _connection(what: str) -> Failure:
+    return Failure(FailureKind.CONNECTION, f"connection failed: {what}")

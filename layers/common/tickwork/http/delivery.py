@@ -18,8 +18,8 @@ answering a byte at a time cannot hold an attempt past it, and the sweeper, wait
 plus a margin, never retries an attempt still connected. (A TLS handshake, and a write over TLS, wait
 per operation for what is left; either way no request starts to be written once the time is up.)
 
-Error texts say how far the request got (tickwork.http.attempt_errors), built from the failure's kind, never
-from the exception message. Values of the request's secrets that a target echoes are redacted from what
+An attempt that failed says how far the request got (tickwork.http.attempt_errors): a failure kind, which
+decides whether it is retried, and an error text built from it, never from the exception message. Values of the request's secrets that a target echoes are redacted from what
 is kept of its answer.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from tickwork.http.connections import Connections, TargetKey, closed_by_peer
 from tickwork.http.deadline import AnswerWatch, TimedResponse, time_to_send
 from tickwork.http.redaction import redact, secret_values
 from tickwork.http.signing import Signing
-from tickwork.rules.retry import is_retryable_status
+from tickwork.rules.outcome import Failure, FailureKind, Outcome, status_failure
 
 # Enough of a response to debug a failing target; history rows stay small.
 MAX_STORED_BODY_BYTES = 4096
@@ -49,38 +49,10 @@ USER_AGENT = "Tickwork/0.1"
 # Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
 DEFAULT_TIMEOUT_SECONDS = 30
 
-# Failures before sending that a retry would only repeat: a refused target (a certificate it is not trusted
-# for included), a secret the tenant lacks.
-NOT_RETRIED = ("refused:", "unknown secret ")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status_code: int | None
-    body: str | None
-    error: str | None
-    duration_ms: int
-    retry_after_seconds: float | None = None
-    accepted: bool | None = None  # the job's success rules' verdict (tickwork.rules.success); None: 2xx is success
-
-    @property
-    def succeeded(self) -> bool:
-        if self.accepted is not None:
-            return self.accepted
-        return self.status_code is not None and 200 <= self.status_code < 300
-
-    @property
-    def retryable(self) -> bool:
-        if self.accepted is False and self.status_code is not None and self.status_code < 400:
-            return True  # the target answered, but not as the job expects: may be transient
-        if self.status_code is None:
-            return self.error is not None and not self.error.startswith(NOT_RETRIED)
-        return is_retryable_status(self.status_code)
-
-
 @dataclass
 class Prepared:
-    """One attempt made ready to go: a connection to its target holding the request's head, unsent.
+    """One attempt made ready to go (the HTTP kind's tickwork.targets.base.Attempt): a connection to its target
+    holding the request's head, unsent.
 
     The head is rendered into the connection's buffer ahead of the instant (http.client's putrequest and
     putheader); firing sends it with the body (endheaders) and nothing else. With a `lead` (the target
@@ -98,7 +70,7 @@ class Prepared:
     deadline: float = 0.0  # time.monotonic() by which the attempt is over, whatever the target does
     conn: HTTPConnection | None = None
     reused: bool = False
-    error: str | None = None  # it could not be made ready: complete() reports this, nothing is sent
+    failure: Failure | None = None  # it could not be made ready: complete() reports this, nothing is sent
     # What is redacted from what is stored: the request's sensitive header and query values and the
     # secrets interpolated into it, as `redaction` spells them.
     secrets: tuple[str, ...] = ()
@@ -110,16 +82,29 @@ class Prepared:
     _unsent: bool = field(default=False, repr=False)  # fire() left (some of) the request for complete() to write
     _replaced: bool = field(default=False, repr=False)  # its request was moved to a new connection once already
 
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else self.failure.error
+
+    def warm_lead(self) -> float | None:
+        """How long before its instant `warm` is to open its connection: None when it has one, or opens it
+        at the write (a lead of 0)."""
+        return self.lead if self.lead and self.conn is None else None
+
+    def warm(self, within: float) -> None:
+        """Open its connection for a request written `within` seconds from now (`connect`)."""
+        self.connect(within)
+
     def connect(self, within: float = 0.0) -> None:
         """Open (or take a kept) connection for a request written `within` seconds from now. Never
         raises: a failure is reported by complete()."""
-        if self.error is not None or self.conn is not None or self.connections is None:
+        if self.failure is not None or self.conn is not None or self.connections is None:
             return
         self.conn, self.reused = self.connections.take(self.key, within)
         try:
             self.render()
         except ValueError:  # http.client refuses a header name or value that would corrupt the request
-            self._give_up("refused: invalid request header")
+            self._give_up(Failure(FailureKind.REFUSED, "refused: invalid request header"))
             return
         if not self.reused:
             try:
@@ -132,7 +117,7 @@ class Prepared:
         """Write what of the request the connection takes now, without waiting for the target: the rest,
         or all of it when a connection is still to open, complete() writes first. Never raises: a failure
         is reported by complete()."""
-        if self.error is not None:
+        if self.failure is not None:
             return
         self._fired = time.monotonic()
         self.deadline = min(self.deadline, self._fired + self.timeout)
@@ -157,7 +142,7 @@ class Prepared:
     def awaiting(self) -> tuple[socket.socket | None, float]:
         """The socket the response will arrive on and the attempt's deadline, once fired; None when
         complete() has nothing to wait for (nothing was sent, or the write failed) or has to write first."""
-        if (self.error is not None or self.conn is None or self._fired is None or self._send_error is not None
+        if (self.failure is not None or self.conn is None or self._fired is None or self._send_error is not None
                 or self._unsent):
             return None, 0.0
         return self.conn.sock, self.deadline
@@ -183,10 +168,10 @@ class Prepared:
         A whole answer is the outcome, whatever the connection does after it (a close, a reset,
         `Connection: close`, HTTP/1.0): tickwork.http.deadline reads what arrived before either."""
         self.finish_write()
-        if self.error is not None or self.conn is None:
-            return Outcome(None, None, self.error, 0)
-        if self._fired is None:
-            raise RuntimeError("complete() before fire()")
+        if self.failure is not None:
+            return Outcome.failed(self.failure)
+        if self.conn is None or self._fired is None:
+            raise RuntimeError("complete() before fire(), or after abandon()")
         if self._send_error is not None and not getattr(self.conn, "written", 0):
             return self._failed(self._send_error, self._stage)  # nothing left: there is nothing to answer
         watch = AnswerWatch()
@@ -255,7 +240,7 @@ class Prepared:
             return
         if self.conn is None:
             self.connect()  # connecting at the instant
-            if self.error is not None:
+            if self.failure is not None:
                 return
         assert self.conn is not None
         left = time_to_send(self.deadline)
@@ -289,17 +274,17 @@ class Prepared:
         except Exception as exc:  # every transport failure becomes a recorded, classified attempt
             self._send_error = exc
 
-    def _give_up(self, error: str) -> None:
+    def _give_up(self, failure: Failure) -> None:
         if self.conn is not None:
             self.conn.close()
-        self.conn, self.error = None, error
+        self.conn, self.failure = None, failure
 
     def _failed(self, exc: Exception, stage: str, status: int | None = None, unread: bool = False) -> Outcome:
         written = bool(getattr(self.conn, "written", 0))
         if self.conn is not None:
             self.conn.close()
-        error = stages.describe(exc, self.timeout, stage, status, written, unread)
-        return self._redacted(Outcome(None, None, error, self._elapsed_ms()))
+        failure = stages.describe(exc, self.timeout, stage, status, written, unread)
+        return self._redacted(Outcome.failed(failure, self._elapsed_ms()))
 
     def _redacted(self, outcome: Outcome, cut: bool = False) -> Outcome:
         body, error = redact(outcome.body, self.secrets, cut), redact(outcome.error, self.secrets)
@@ -363,10 +348,10 @@ def _request_headers(
     return headers
 
 
-def failed_before_sending(error: str) -> Prepared:
+def failed_before_sending(failure: Failure) -> Prepared:
     """An attempt stopped before any connection was made (the SSRF guard, a host that does not resolve):
-    firing it does nothing and completing it reports `error`."""
-    return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, error=error)
+    firing it does nothing and completing it reports `failure`."""
+    return Prepared(None, ("", "", 0, None), "", "", {}, None, 0.0, failure=failure)
 
 
 def _outcome(status: int, body: str, retry_after: str | None, duration_ms: int) -> Outcome:
@@ -375,7 +360,8 @@ def _outcome(status: int, body: str, retry_after: str | None, duration_ms: int) 
         error = "redirect not followed"
     elif status >= 400:
         error = f"HTTP {status}"
-    return Outcome(status, body, error, duration_ms, _retry_after(retry_after, time.time()))
+    return Outcome(status, body, error, duration_ms, _retry_after(retry_after, time.time()),
+                   failure=status_failure(status))
 
 
 def _retry_after(raw: str | None, now: float) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence, overload
 from urllib.parse import quote, unquote_plus
 
 REDACTED = "***"
@@ -55,6 +55,14 @@ def _sensitive_values(headers: Mapping[str, str], query: str) -> Iterator[str]:
         name, _, value = pair.partition("=")
         if is_sensitive_header(unquote_plus(name)):
             yield from (value, unquote_plus(value))
+
+
+@overload
+def redact(text: str, secrets: Sequence[str], cut: bool = False) -> str: ...
+
+
+@overload
+def redact(text: None, secrets: Sequence[str], cut: bool = False) -> None: ...
 
 
 def redact(text: str | None, secrets: Sequence[str], cut: bool = False) -> str | None:

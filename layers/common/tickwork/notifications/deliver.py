@@ -12,12 +12,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from aws_lambda_powertools import Logger
 
-from tickwork.http.delivery import Outcome
 from tickwork.interfaces import RunSteps
 from tickwork.models import Dispatch
 from tickwork.rules import notifications as events
 from tickwork.rules import retry
 from tickwork.rules.notifications import OPERATOR
+from tickwork.rules.outcome import Failure, FailureKind, Outcome
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
@@ -114,7 +114,7 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
     """An operator event to the deployment's SNS topic."""
     topic = svc.settings.operator_topic_arn
     if svc.sns is None or not topic:
-        return Outcome(None, None, "refused: no operator topic is configured", 0)
+        return Outcome.failed(Failure(FailureKind.REFUSED, "refused: no operator topic is configured"))
     begun = time.monotonic()
     try:
         svc.sns.publish(
@@ -124,8 +124,8 @@ def publish(svc: Any, started: store.Delivery) -> Outcome:
         )
     except Exception as exc:  # botocore's errors: kept by kind only, like every delivery error
         code = getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__
-        return Outcome(None, None, f"publish failed: {code}", _ms_since(begun))
-    return Outcome(None, None, None, _ms_since(begun), accepted=True)
+        return Outcome.failed(Failure(FailureKind.SERVICE_ERROR, f"publish failed: {code}"), _ms_since(begun))
+    return Outcome(None, None, None, _ms_since(begun), failure=None)
 
 
 def subject(job_id: str, payload: Mapping[str, Any]) -> str:

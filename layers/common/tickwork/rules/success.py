@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from tickwork.http.delivery import Outcome
+from tickwork.rules.outcome import FailureKind, Outcome, status_failure
 
 DEFAULT_STATUS_CODES = ("2xx",)
 MAX_STATUS_CODES = 20
@@ -51,15 +51,17 @@ def accepts(rules: Mapping[str, Any] | None, status_code: int) -> bool:
 
 def judge(rules: Mapping[str, Any] | None, outcome: Outcome) -> Outcome:
     """The outcome under the job's rules: an answer they do not accept is a failed attempt with the reason
-    (retried like any transient failure when its status is below 400); without rules, unchanged."""
+    (retried like any transient failure when its status is below 400, else as its status says); without
+    rules, unchanged."""
     if not rules or outcome.status_code is None:
         return outcome
     code = outcome.status_code
+    refused = FailureKind.SUCCESS_RULE if code < 400 else status_failure(code)
     if not accepts(rules, code):
         listed = ", ".join(str(e) for e in rules.get("status_codes") or DEFAULT_STATUS_CODES)
-        return replace(outcome, accepted=False, error=f"HTTP {code} not accepted (success.status_codes: {listed})")
+        return replace(outcome, failure=refused, error=f"HTTP {code} not accepted (success.status_codes: {listed})")
     needle = rules.get("body_contains")
     if needle and needle not in (outcome.body or ""):
-        return replace(outcome, accepted=False,
+        return replace(outcome, failure=refused,
                        error=f"HTTP {code}: the response body does not contain success.body_contains")
-    return replace(outcome, accepted=True, error=None)
+    return replace(outcome, failure=None, error=None)

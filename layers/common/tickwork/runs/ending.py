@@ -24,10 +24,10 @@ from typing import Any, Callable, ContextManager, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
-from tickwork.http.delivery import Outcome
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
 from tickwork.rules import completion, replay, retry, success
+from tickwork.rules.outcome import FailureKind, Outcome
 from tickwork.runs import bounds, ends
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
@@ -96,7 +96,8 @@ def answered(result: Result, now: datetime, uniform: retry.Random) -> AttemptEnd
 def settled(run: StartedExecution, waiting: completion.Awaiting, verdict: completion.Settled, now: datetime,
             uniform: retry.Random | None) -> AttemptEnd:
     """An awaited attempt settled by its callback or its deadline: a failure is retried as a 5xx answer is."""
-    outcome = Outcome(waiting.status_code, None, verdict.error, waiting.duration_ms)
+    outcome = Outcome(waiting.status_code, None, verdict.error, waiting.duration_ms,
+                      failure=None if verdict.succeeded else FailureKind.CALLBACK)
     return AttemptEnd(run, waiting.started_at, outcome, decide(run, verdict.succeeded, True, now, uniform))
 
 
@@ -105,7 +106,8 @@ def lost(run: StartedExecution, started_at: datetime, now: datetime, waited_seco
     """An attempt whose executor did not report within `waited_seconds`. Its request may have been sent: a retry
     repeats it under the same run id, as after a timeout."""
     elapsed_ms = int((now - started_at) / timedelta(milliseconds=1))
-    outcome = Outcome(None, None, f"lost: executor did not report within {waited_seconds:g} s", elapsed_ms)
+    outcome = Outcome(None, None, f"lost: executor did not report within {waited_seconds:g} s", elapsed_ms,
+                      failure=FailureKind.LOST)
     return AttemptEnd(run, started_at, outcome, decide(run, False, True, now, uniform), lost=True)
 
 

@@ -13,10 +13,10 @@ from typing import Any, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
-from tickwork.http.delivery import Outcome
 from tickwork.models import StartedExecution
 from tickwork.rules import notifications as events
 from tickwork.rules.notifications import RunEnd, Verdict
+from tickwork.rules.outcome import Outcome
 from tickwork.store import deadlocks
 from tickwork.store import executions as executions_store
 from tickwork.store import notifications as store

@@ -31,6 +31,7 @@ from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
 from tickwork.rules import completion, retry
+from tickwork.rules.outcome import Failure, FailureKind
 from tickwork.runs import awaiting, ending, stops
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
@@ -152,19 +153,19 @@ class Executor:
                 validate_target_url(request["url"], self.svc.settings.allow_private_targets)
             check_port(request["url"], self.svc.settings.target_ports)
         except UnknownSecretError as exc:
-            return delivery.failed_before_sending(exc.message)
+            return _failed(FailureKind.UNKNOWN_SECRET, exc.message)
         except SealError:
-            return delivery.failed_before_sending("refused: a stored secret does not decrypt")
+            return _failed(FailureKind.REFUSED, "refused: a stored secret does not decrypt")
         except SecretHostError as exc:
-            return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(exc.values)))
+            return _failed(FailureKind.REFUSED, redact(f"refused: {exc.message}", spellings(exc.values)))
         except InvalidInputError as exc:  # its messages never quote the URL
-            return delivery.failed_before_sending(f"refused: {exc.message}")
+            return _failed(FailureKind.REFUSED, f"refused: {exc.message}")
         headers, hidden = run_headers(run), values
         if completion.is_callback(run.completion):
             token = self._callback_token(run)
             if token is None:
-                return delivery.failed_before_sending(
-                    "refused: completion by callback needs the public API URL (TICKWORK_PUBLIC_API_URL)")
+                return _failed(FailureKind.REFUSED,
+                               "refused: completion by callback needs the public API URL (TICKWORK_PUBLIC_API_URL)")
             headers[completion.HEADER] = completion.callback_url(self.svc.settings.public_api_url, run.id,
                                                                  run.attempt, token)
             hidden = (*values, token)  # a target echoing its request does not get the token into history
@@ -176,9 +177,9 @@ class Executor:
                 # Connect to the address just checked, so a second DNS answer cannot point inside the network.
                 pinned = resolve_public_addresses(host, port, allow_private=False)[0]
             except UnsafeTargetError as exc:
-                return delivery.failed_before_sending(redact(f"refused: {exc.message}", spellings(values)))
+                return _failed(FailureKind.REFUSED, redact(f"refused: {exc.message}", spellings(values)))
             except OSError:
-                return delivery.failed_before_sending("connection failed: could not resolve host")
+                return _failed(FailureKind.CONNECTION, "connection failed: could not resolve host")
         return delivery.prepare(self.http, request, headers, timeout, pinned_address=pinned,
                                 started_at=run.attempt_started_at, signing=signing, secrets=hidden)
 
@@ -242,11 +243,16 @@ class Executor:
         return outcomes
 
 
+def _failed(kind: FailureKind, error: str) -> delivery.Prepared:
+    return delivery.failed_before_sending(Failure(kind, error))
+
+
 def _log(ended: ending.AttemptEnd) -> None:
     run, outcome = ended.run, ended.outcome
     logger.info("attempt finished", extra={
         "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "status": ended.status,
         "status_code": outcome.status_code, "duration_ms": outcome.duration_ms, "error": outcome.error,
+        "failure": outcome.failure,
         "lag_ms": lag_ms(run, ended.sent_at), **({"replay_count": run.replay_count} if run.replayed else {}),
     })
 
