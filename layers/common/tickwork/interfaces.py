@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.rules.outcome import Outcome
 
-if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads the HTTP stack
-    from tickwork.http import delivery
-
+if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads what sends
+    from tickwork.targets.base import Attempt
 
 
 @dataclass(frozen=True)
@@ -52,23 +51,24 @@ class Group:
 class RunSteps(Protocol):
     """The executor's steps for one run, which a Sender calls from any of its threads."""
 
-    def prepare(self, run: StartedExecution) -> delivery.Prepared:
-        """Check the target and ready a connection; a refused or unreachable target is a Prepared
-        whose outcome is that failure, not an exception."""
+    def prepare(self, run: StartedExecution) -> Attempt:
+        """Check the target and ready the call through its kind of target (tickwork.targets.base); a refused
+        or unreachable target is an Attempt whose outcome is that failure, not an exception."""
         ...
 
-    def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
-        """Open a ready run's connection if it was left for later (its target closes connections that
-        wait): blocks until no earlier than its lead before the instant. Returns at once otherwise."""
+    def connect(self, prepared: Attempt, fire_at_ms: int) -> None:
+        """Take a ready attempt's last step ahead if it was left for later (`Attempt.warm`: an HTTP target that
+        closes connections that wait): blocks until no earlier than its lead before the instant. Returns at once
+        otherwise."""
         ...
 
     def wait_until(self, fire_at_ms: int) -> None:
         """Sleep until the instant, on the executor's clock; returns at once if it has passed."""
         ...
 
-    def fire(self, prepared: delivery.Prepared) -> datetime:
-        """Write the request now, as far as its socket takes it without waiting for the target (the rest is
-        written by `Prepared.finish_write`, or `complete`); returns the moment it was sent (the attempt's start)."""
+    def fire(self, prepared: Attempt) -> datetime:
+        """Make the call now, as far as it goes without waiting for the target (the rest is sent by
+        `Attempt.finish_write`, or `complete`); returns the moment it was sent (the attempt's start)."""
         ...
 
     def stopped_lately(self, runs: Sequence[StartedExecution]) -> set[str]:
@@ -101,7 +101,7 @@ class Sender(Protocol):
 
     Contract: `send` returns once every run of `group` has been handed to `results`. Each run of
     `group.ahead` is readied with `steps.prepare` then `steps.connect`, sent with `steps.fire` no earlier than
-    `steps.wait_until` its instant allows, and its response read (`Prepared.complete`) into
+    `steps.wait_until` its instant allows, and its response read (`Attempt.complete`) into
     `results.put`, unless `steps.stopped_lately` names it at its instant and `steps.drop_stopped` then drops
     it (it goes to `results.not_started` as 'skipped', unsent); each run of `group.at_instant` goes through
     `steps.run_guarded` into `results.put` or `results.not_started`. Results are handed over as they arrive,

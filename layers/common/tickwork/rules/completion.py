@@ -26,7 +26,6 @@ DEFAULT_TIMEOUT_SECONDS = 3600
 # As much of the output as a response body's preview: what a person reads on the run's page.
 MAX_OUTPUT_BYTES = 4096
 STATUSES = ("succeeded", "failed")
-HEADER = "Tickwork-Callback-Url"
 PATH_PREFIX = "/callbacks/"
 # 32 random bytes, URL-safe: the token is the caller's only credential.
 TOKEN_BYTES = 32

@@ -26,7 +26,7 @@ from aws_lambda_powertools import Logger
 from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
-from tickwork.rules import completion, replay, retry, success
+from tickwork.rules import completion, replay, retry
 from tickwork.rules.outcome import FailureKind, Outcome
 from tickwork.runs import bounds, ends
 from tickwork.store import completions as completions_store
@@ -84,9 +84,10 @@ def decide(run: StartedExecution, succeeded: bool, retryable: bool, now: datetim
 
 
 def answered(result: Result, now: datetime, uniform: retry.Random) -> AttemptEnd:
-    """A sent attempt: its outcome as the job's success rules judge it; an accepted answer in callback mode
-    awaits its completion (the target calls back when the work is done)."""
-    run, outcome = result.run, success.judge(result.run.success, result.outcome)
+    """A sent attempt, its outcome judged by its kind of target (tickwork.targets.base.Target.judge: the job's
+    success rules); an accepted answer in callback mode awaits its completion (the target calls back when the
+    work is done)."""
+    run, outcome = result.run, result.outcome
     decision = decide(run, outcome.succeeded, outcome.retryable, now, uniform, outcome.retry_after_seconds)
     if decision.status == "succeeded" and completion.is_callback(run.completion):
         decision = retry.Decision(completion.AWAITING)

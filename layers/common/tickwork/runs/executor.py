@@ -1,8 +1,9 @@
 """Runs dispatched attempts: win the execution, get ready, send at its instant, record, schedule a retry.
 
 Everything that can happen before a run's instant does: the run is started in Postgres (one statement
-for the whole invocation), its target is checked and a keep-alive connection made ready. At the
-instant only the request is written. How a group's runs are readied, sent and awaited is the
+for the whole invocation), its target is checked and the call made ready through its kind of target
+(tickwork.targets.base: for HTTP, a keep-alive connection holding the rendered request). At the instant
+only the request is written. How a group's runs are readied, sent and awaited is the
 environment's Sender (`svc.sender`, tickwork.interfaces); the executor is the per-run core around it:
 start, send, and end each attempt the way every attempt ends (tickwork.runs.ending), on its injected clock.
 Results are written as they arrive, many per statement, never held back for the slowest.
@@ -14,7 +15,7 @@ import queue
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
@@ -23,10 +24,7 @@ from redis.exceptions import RedisError
 
 from tickwork import metrics
 from tickwork.dueindex.index import DueIndex
-from tickwork.errors import InvalidInputError, SealError, SecretHostError, UnknownSecretError, UnsafeTargetError
-from tickwork.http import delivery
-from tickwork.http.redaction import redact, spellings
-from tickwork.http.targets import check_port, resolve_public_addresses, validate_target_url
+from tickwork.http.connections import Connections
 from tickwork.interfaces import Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
@@ -37,6 +35,8 @@ from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
+from tickwork.targets import kinds
+from tickwork.targets.base import Attempt, Callback, Target, TargetKind, kind_of
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 
@@ -60,14 +60,14 @@ GIVE_BACK_EVERY_SECONDS = 0.1
 _environment = threading.local()
 
 
-def http_client(settings: Settings | None = None) -> delivery.Connections:
+def http_client(settings: Settings | None = None) -> Connections:
     """This environment's keep-alive connections (one set per way `settings` ask connections to be made)."""
     options = (True, "") if settings is None else (settings.connect_ahead, settings.target_ca_bundle)
-    kept: dict[tuple[bool, str], delivery.Connections] | None = getattr(_environment, "connections", None)
+    kept: dict[tuple[bool, str], Connections] | None = getattr(_environment, "connections", None)
     if kept is None:
         kept = _environment.connections = {}
     if options not in kept:
-        kept[options] = delivery.Connections(connect_ahead=options[0], ca_bundle=options[1])
+        kept[options] = Connections(connect_ahead=options[0], ca_bundle=options[1])
     return kept[options]
 
 
@@ -76,14 +76,16 @@ class Executor:
     """The per-run core of one invocation, and the RunSteps (tickwork.interfaces) its Sender calls."""
 
     svc: Services
-    http: delivery.Connections
+    http: Connections  # the environment's, kept warm (http_client)
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     uniform: retry.Random = random.random  # the retry jitter's random source
     secrets: TenantSecrets = field(init=False)  # each tenant's, read once per invocation
+    targets: dict[TargetKind, Target] = field(init=False)  # every kind, made for this invocation
 
     def __post_init__(self) -> None:
         self.secrets = TenantSecrets(self.svc, self.clock)
+        self.targets = kinds.made(kinds.Means(self.svc.settings, self.secrets, self.callback, self.http))
 
     @property
     def index(self) -> DueIndex:
@@ -142,66 +144,34 @@ class Executor:
             metrics.record_not_started(started)
         return started
 
-    def prepare(self, run: StartedExecution) -> delivery.Prepared:
-        """Open its secrets, check the target and ready a connection to it, signed; a refused target or an
-        unknown secret is a recorded failure. The port is checked on every run: the job may have been saved
-        before the deployment's target ports changed."""
-        try:
-            request, values = self.secrets.request_to_send(run)
-            signing = self.secrets.signing(run)
-            if request["url"] != run.request["url"]:
-                validate_target_url(request["url"], self.svc.settings.allow_private_targets)
-            check_port(request["url"], self.svc.settings.target_ports)
-        except UnknownSecretError as exc:
-            return _failed(FailureKind.UNKNOWN_SECRET, exc.message)
-        except SealError:
-            return _failed(FailureKind.REFUSED, "refused: a stored secret does not decrypt")
-        except SecretHostError as exc:
-            return _failed(FailureKind.REFUSED, redact(f"refused: {exc.message}", spellings(exc.values)))
-        except InvalidInputError as exc:  # its messages never quote the URL
-            return _failed(FailureKind.REFUSED, f"refused: {exc.message}")
-        headers, hidden = run_headers(run), values
-        if completion.is_callback(run.completion):
-            token = self._callback_token(run)
-            if token is None:
-                return _failed(FailureKind.REFUSED,
-                               "refused: completion by callback needs the public API URL (TICKWORK_PUBLIC_API_URL)")
-            headers[completion.HEADER] = completion.callback_url(self.svc.settings.public_api_url, run.id,
-                                                                 run.attempt, token)
-            hidden = (*values, token)  # a target echoing its request does not get the token into history
-        timeout = delivery.request_timeout_seconds(request, self.svc.settings.max_request_timeout_seconds)
-        pinned = None
-        if not self.svc.settings.allow_private_targets:
-            host, port = delivery.host_and_port(request["url"])
-            try:
-                # Connect to the address just checked, so a second DNS answer cannot point inside the network.
-                pinned = resolve_public_addresses(host, port, allow_private=False)[0]
-            except UnsafeTargetError as exc:
-                return _failed(FailureKind.REFUSED, redact(f"refused: {exc.message}", spellings(values)))
-            except OSError:
-                return _failed(FailureKind.CONNECTION, "connection failed: could not resolve host")
-        return delivery.prepare(self.http, request, headers, timeout, pinned_address=pinned,
-                                started_at=run.attempt_started_at, signing=signing, secrets=hidden)
+    def prepare(self, run: StartedExecution) -> Attempt:
+        """Ready its attempt through its kind of target (tickwork.targets.base): a refused target or an unknown
+        secret is a recorded failure."""
+        return self.targets[kind_of(run)].prepare(run)
 
-    def _callback_token(self, run: StartedExecution) -> str | None:
-        """A new token for this attempt's callback URL, its hash stored first (a target may call back before
-        its answer is recorded); None without a public API URL to build the URL on."""
-        if not self.svc.settings.public_api_url:
+    def callback(self, run: StartedExecution) -> Callback | Failure | None:
+        """In callback mode, the attempt's callback URL with a new token, its hash stored first (a target may
+        call back before its answer is recorded); a refusal without a public API URL to build it on."""
+        if not completion.is_callback(run.completion):
             return None
+        if not self.svc.settings.public_api_url:
+            return Failure(FailureKind.REFUSED,
+                           "refused: completion by callback needs the public API URL (TICKWORK_PUBLIC_API_URL)")
         token = completion.new_token()
         with self.svc.db.connection() as conn:
             completions_store.arm(conn, run.id, run.attempt, completion.token_hash(token))
-        return token
+        return Callback(completion.callback_url(self.svc.settings.public_api_url, run.id, run.attempt, token), token)
 
-    def connect(self, prepared: delivery.Prepared, fire_at_ms: int) -> None:
-        """Open the connection of a run made ready without one (its target closes connections that wait,
-        tickwork.http.connections) no earlier than its lead before the instant: waits until then."""
-        if prepared.lead is None or prepared.conn is not None or not prepared.lead:
-            return  # connected already, or connecting at the instant (fire)
-        self.wait_until(fire_at_ms - int(prepared.lead * 1000))
-        prepared.connect(within=max(0.0, fire_at_ms / 1000 - self.clock()))
+    def connect(self, prepared: Attempt, fire_at_ms: int) -> None:
+        """Take a ready attempt's last step ahead (tickwork.targets.base.Attempt.warm) no earlier than its lead
+        before the instant: waits until then. Returns at once when it has none."""
+        lead = prepared.warm_lead()
+        if not lead:
+            return  # ready, or what is left is done at the instant (fire)
+        self.wait_until(fire_at_ms - int(lead * 1000))
+        prepared.warm(within=max(0.0, fire_at_ms / 1000 - self.clock()))
 
-    def fire(self, prepared: delivery.Prepared) -> datetime:
+    def fire(self, prepared: Attempt) -> datetime:
         """Send now; returns the moment it was sent (the attempt's start)."""
         sent_at = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
         prepared.fire()
@@ -220,13 +190,17 @@ class Executor:
         """End the attempts sent (tickwork.runs.ending: decide, bound, write, queue what follows); returns each
         run's status, or 'superseded' if it was no longer ours."""
         now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
-        sent = [ending.answered(result, now, self.uniform) for result in results]
+        sent = [ending.answered(self._judged(result), now, self.uniform) for result in results]
         written = ending.end(self.svc.db.connection, self.index, sent, now, bool(self.svc.settings.operator_topic_arn))
         for e in written.ended:
             _log(e)
         metrics.record_attempts([(e.status, lag_ms(e.run, e.sent_at) if first_attempt(e.run) else None,
                                   e.outcome.duration_ms) for e in written.ended])
         return written.statuses()
+
+    def _judged(self, result: Result) -> Result:
+        """The result as its job counts it (its kind's judge: the job's success rules)."""
+        return replace(result, outcome=self.targets[kind_of(result.run)].judge(result.run, result.outcome))
 
     def settle_waits(self, checks: Sequence[Dispatch]) -> list[str]:
         """At each one's deadline, settle a run awaiting its completion (tickwork.runs.awaiting); returns each
@@ -241,10 +215,6 @@ class Executor:
                                          self.uniform)
             outcomes.append(status or "unchanged")
         return outcomes
-
-
-def _failed(kind: FailureKind, error: str) -> delivery.Prepared:
-    return delivery.failed_before_sending(Failure(kind, error))
 
 
 def _log(ended: ending.AttemptEnd) -> None:
@@ -358,16 +328,6 @@ class _Group:
         # target that never answers) ends.
         self.to_give += [self.by_run[run_id] for run_id in written if run_id in self.by_run]
         self._give_back()
-
-
-def run_headers(run: StartedExecution) -> dict[str, str]:
-    """Headers that identify the run: the run id is stable across retries so targets can dedupe."""
-    return {
-        "Tickwork-Run-Id": run.id,
-        "Tickwork-Job-Id": run.job_id,
-        "Tickwork-Attempt": str(run.attempt),
-        "Tickwork-Scheduled-For": rfc3339(run.scheduled_for) or "",
-    }
 
 
 def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] | None = None) -> None:

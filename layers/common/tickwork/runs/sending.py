@@ -21,7 +21,7 @@ from tickwork.models import Dispatch, StartedExecution
 from tickwork.runs.pool import ElasticPool
 
 if TYPE_CHECKING:  # annotations only: the poller's and the API's Services hold a BoundedSender but never send
-    from tickwork.http import delivery
+    from tickwork.targets.base import Attempt
 
 # Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50
@@ -59,7 +59,7 @@ class Slot:
 
     dispatch: Dispatch
     run: StartedExecution
-    prepared: delivery.Prepared | None = None
+    prepared: Attempt | None = None
     due: bool = False
     dropped: bool = False  # its job was stopped before its instant: never sent
     sent_at: datetime | None = None
