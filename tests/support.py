@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 from tickwork.dueindex.entries import DueEntry
 from tickwork.dueindex.index import DueIndex
 from tickwork.http.delivery import Connections, prepare
-from tickwork.rules.outcome import Outcome
+from tickwork.outcome import Outcome
 
 
 class FakeClock:

@@ -25,8 +25,8 @@ import threading
 from typing import Any, Iterator, Sequence
 
 import tickwork.runs.executor
+from tickwork import interfaces
 from tickwork.interfaces import Result
-from tickwork.targets import base as targets
 
 BEFORE_WRITE, AFTER_WRITE, AFTER_WORK = "before_write", "after_write", "after_work"
 KILL_POINTS = (BEFORE_WRITE, AFTER_WRITE, AFTER_WORK)
@@ -54,7 +54,7 @@ class Kill:
         with self._lock:
             return set(self._unsent), self._written - self._recorded
 
-    def before_write(self, prepared: targets.Attempt) -> None:
+    def before_write(self, prepared: interfaces.Attempt) -> None:
         attempt = _attempt_of(prepared)
         with self._lock:
             self.dead = self.dead or self.point == BEFORE_WRITE
@@ -80,7 +80,7 @@ class Kill:
         raise InvocationKilled(self.point)
 
 
-def _attempt_of(prepared: targets.Attempt) -> set[Attempt]:
+def _attempt_of(prepared: interfaces.Attempt) -> set[Attempt]:
     """The run and attempt an HTTP request is of, from the headers that name them (none for one that failed
     before it was built)."""
     headers = getattr(prepared, "headers", None) or {}
@@ -112,7 +112,7 @@ class MortalExecutor(tickwork.runs.executor.Executor):
         super().__post_init__()
         self.kill = _planned.get()
 
-    def fire(self, prepared: targets.Attempt) -> Any:
+    def fire(self, prepared: interfaces.Attempt) -> Any:
         if self.kill is not None:
             self.kill.before_write(prepared)
         return super().fire(prepared)

@@ -21,7 +21,7 @@ import pytest
 from tests.support import wait_for
 from tickwork.http.connections import Connections
 from tickwork.models import StartedExecution
-from tickwork.rules.outcome import FailureKind, Outcome
+from tickwork.outcome import FailureKind, Outcome
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
 from tickwork.targets import kinds

@@ -13,7 +13,7 @@ from tests.support import mark_built
 from tickwork.dispatch.poller import Poller
 from tickwork.http import delivery
 from tickwork.ops.maintenance import run_maintenance
-from tickwork.rules.outcome import Outcome
+from tickwork.outcome import Outcome
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services

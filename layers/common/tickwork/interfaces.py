@@ -1,21 +1,57 @@
 """The interfaces between Tickwork's core and the edges a runtime swaps, with their contracts.
 
 An `Invoker` hands due runs to executors (the poller's edge); a `Sender` sends one invocation's group
-of runs (the executor's edge). The Lambda implementations are tickwork.dispatch.invoker.LambdaInvoker and
-tickwork.runs.sending.BoundedSender; the local runtime's, for many invocations in one process, live in
-tickwork_local. The core takes them from its Services and never asks which runtime it is in.
+of runs (the executor's edge), each an `Attempt` made ready by its kind of target (tickwork.targets.base).
+The Lambda implementations are tickwork.dispatch.invoker.LambdaInvoker and tickwork.runs.sending.BoundedSender;
+the local runtime's, for many invocations in one process, live in tickwork_local. The core takes them from
+its Services and never asks which runtime it is in.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from tickwork.models import Dispatch, StartedExecution
-from tickwork.rules.outcome import Outcome
+from tickwork.outcome import Outcome
 
-if TYPE_CHECKING:  # annotations only: the poller, which names Invoker, never loads what sends
-    from tickwork.targets.base import Attempt
+
+class Attempt(Protocol):
+    """One attempt made ready by its kind of target (tickwork.targets.base.Target.prepare); each method but
+    `complete` returns at once, and none raises."""
+
+    def warm_lead(self) -> float | None:
+        """How long before its instant `warm` is to be called: None when nothing is left to do ahead (what
+        is left, if anything, is done by `fire`)."""
+        ...
+
+    def warm(self, within: float) -> None:
+        """The last step ahead, for a call `within` seconds from now (HTTP: a connection to a target that
+        closes those that wait)."""
+        ...
+
+    def fire(self) -> None:
+        """Make the call now, as far as it goes without waiting for the target (an attempt that failed
+        ahead does nothing). The rest, if any, is `finish_write`'s."""
+        ...
+
+    def finish_write(self) -> None:
+        """Send what `fire` left, waiting for the target within the attempt's time; `complete` does it first."""
+        ...
+
+    def awaiting(self) -> tuple[Any | None, float]:
+        """Once fired and sent whole: something a selector can watch for the answer (it has a fileno()), and
+        the attempt's deadline (time.monotonic()), so a runtime may read many answers on one thread; None when
+        there is nothing to watch (complete() waits by itself, or has nothing to wait for)."""
+        ...
+
+    def complete(self) -> Outcome:
+        """Await the answer (within the attempt's time) and classify it; what failed ahead is reported here."""
+        ...
+
+    def abandon(self) -> None:
+        """Never to be fired (its run was dropped at its instant): release what it holds."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
+from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import success
-from tickwork.rules.outcome import FailureKind, Outcome, status_failure
 
 
 def _answer(status: int, body: str = "ok") -> Outcome:
     error = "redirect not followed" if 300 <= status < 400 else (f"HTTP {status}" if status >= 400 else None)
-    return Outcome(status, body, error, 12, failure=status_failure(status))
+    return Outcome(status, body, error, 12, failure=success.status_failure(status))
 
 
 @pytest.mark.parametrize(("entries", "stored"), [
@@ -72,3 +72,13 @@ def test_body_contains_must_match() -> None:
 def test_a_transport_failure_is_untouched() -> None:
     failure = Outcome(None, None, "timeout: no response within 5s", 5000, failure=FailureKind.TIMEOUT)
     assert success.judge({"status_codes": [200]}, failure) is failure
+
+
+@pytest.mark.parametrize(("status", "kind"), [
+    (200, None), (204, None), (299, None), (101, FailureKind.REJECTED_STATUS), (301, FailureKind.REDIRECT),
+    (304, FailureKind.REDIRECT), (400, FailureKind.REJECTED_STATUS), (404, FailureKind.REJECTED_STATUS),
+    (408, FailureKind.TRANSIENT_STATUS), (429, FailureKind.TRANSIENT_STATUS), (500, FailureKind.TRANSIENT_STATUS),
+    (503, FailureKind.TRANSIENT_STATUS), (599, FailureKind.TRANSIENT_STATUS),
+])
+def test_an_answers_status_has_a_kind(status: int, kind: FailureKind | None) -> None:
+    assert success.status_failure(status) is kind

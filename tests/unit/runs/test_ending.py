@@ -9,8 +9,8 @@ import pytest
 
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
+from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import completion
-from tickwork.rules.outcome import FailureKind, Outcome
 from tickwork.rules.retry import Bound
 from tickwork.runs import ending
 

@@ -13,7 +13,7 @@ import pytest
 
 from tickwork.interfaces import Group, Result, Sender
 from tickwork.models import Dispatch, StartedExecution
-from tickwork.rules.outcome import Outcome
+from tickwork.outcome import Outcome
 from tickwork.runs.sending import MAX_PARALLEL_SENDS, BoundedSender
 from tickwork_local.sending import SHARED_THREADS, GatedSender, SharedSender
 

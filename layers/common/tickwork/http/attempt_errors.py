@@ -6,7 +6,7 @@ The stage tells the operator what the target may have seen (docs/operations.md, 
 - nothing was sent: could not resolve, could not connect, a certificate not trusted, the attempt's time
   gone before the write, a connection closed by the target before the request was written;
 - the request, or part of it, was sent and no whole answer came back: the target may have acted on it.
-Each error comes with its failure's kind (tickwork.rules.outcome), which says whether it is retried; the
+Each error comes with its failure's kind (tickwork.outcome), which says whether it is retried; the
 text is for people.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib3 import exceptions as ux
 from urllib3.util.ssl_match_hostname import CertificateError as HostnameMismatchError
 
 from tickwork.errors import LateError
-from tickwork.rules.outcome import Failure, FailureKind
+from tickwork.outcome import Failure, FailureKind
 
 CONNECTING = "connecting"  # opening the connection (ahead of the instant, or at it)
 WRITING = "writing"  # writing the request

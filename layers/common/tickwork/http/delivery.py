@@ -19,8 +19,8 @@ plus a margin, never retries an attempt still connected. (A TLS handshake, and a
 per operation for what is left; either way no request starts to be written once the time is up.)
 
 An attempt that failed says how far the request got (tickwork.http.attempt_errors): a failure kind, which
-decides whether it is retried, and an error text built from it, never from the exception message. Values of the request's secrets that a target echoes are redacted from what
-is kept of its answer.
+decides whether it is retried, and an error text built from it, never from the exception message. Values
+of the request's secrets that a target echoes are redacted from what is kept of its answer.
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ from tickwork.http.connections import Connections, TargetKey, closed_by_peer
 from tickwork.http.deadline import AnswerWatch, TimedResponse, time_to_send
 from tickwork.http.redaction import redact, secret_values
 from tickwork.http.signing import Signing
-from tickwork.rules.outcome import Failure, FailureKind, Outcome, status_failure
+from tickwork.outcome import Failure, FailureKind, Outcome
+from tickwork.rules.success import status_failure
 
 # Enough of a response to debug a failing target; history rows stay small.
 MAX_STORED_BODY_BYTES = 4096

@@ -14,10 +14,10 @@ from aws_lambda_powertools import Logger
 
 from tickwork.interfaces import RunSteps
 from tickwork.models import Dispatch
+from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules import notifications as events
 from tickwork.rules import retry
 from tickwork.rules.notifications import OPERATOR
-from tickwork.rules.outcome import Failure, FailureKind, Outcome
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services

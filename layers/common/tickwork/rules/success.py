@@ -9,7 +9,8 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from tickwork.rules.outcome import FailureKind, Outcome, status_failure
+from tickwork.outcome import FailureKind, Outcome
+from tickwork.rules.retry import is_retryable_status
 
 DEFAULT_STATUS_CODES = ("2xx",)
 MAX_STATUS_CODES = 20
@@ -47,6 +48,17 @@ def normalized_codes(entries: Sequence[Any]) -> list[int | str]:
 def accepts(rules: Mapping[str, Any] | None, status_code: int) -> bool:
     entries = (rules or {}).get("status_codes") or DEFAULT_STATUS_CODES
     return any(low <= status_code <= high for low, high in map(status_range, entries))
+
+
+def status_failure(status_code: int) -> FailureKind | None:
+    """What an answer's status means by default (without success rules): any 2xx succeeds."""
+    if 200 <= status_code < 300:
+        return None
+    if 300 <= status_code < 400:
+        return FailureKind.REDIRECT
+    if status_code >= 400 and is_retryable_status(status_code):
+        return FailureKind.TRANSIENT_STATUS
+    return FailureKind.REJECTED_STATUS
 
 
 def judge(rules: Mapping[str, Any] | None, outcome: Outcome) -> Outcome:

@@ -26,8 +26,8 @@ from aws_lambda_powertools import Logger
 from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import Result
 from tickwork.models import StartedExecution
+from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import completion, replay, retry
-from tickwork.rules.outcome import FailureKind, Outcome
 from tickwork.runs import bounds, ends
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store

@@ -14,9 +14,9 @@ from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
 from tickwork.models import StartedExecution
+from tickwork.outcome import Outcome
 from tickwork.rules import notifications as events
 from tickwork.rules.notifications import RunEnd, Verdict
-from tickwork.rules.outcome import Outcome
 from tickwork.store import deadlocks
 from tickwork.store import executions as executions_store
 from tickwork.store import notifications as store

@@ -25,18 +25,18 @@ from redis.exceptions import RedisError
 from tickwork import metrics
 from tickwork.dueindex.index import DueIndex
 from tickwork.http.connections import Connections
-from tickwork.interfaces import Group, Result
+from tickwork.interfaces import Attempt, Group, Result
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
+from tickwork.outcome import Failure, FailureKind
 from tickwork.rules import completion, retry
-from tickwork.rules.outcome import Failure, FailureKind
 from tickwork.runs import awaiting, ending, stops
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
 from tickwork.targets import kinds
-from tickwork.targets.base import Attempt, Callback, Target, TargetKind, kind_of
+from tickwork.targets.base import Callback, Target, TargetKind, kind_of
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
 

@@ -14,14 +14,11 @@ import threading
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tickwork.interfaces import Group, Result, Results, RunSteps
+from tickwork.interfaces import Attempt, Group, Result, Results, RunSteps
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.runs.pool import ElasticPool
-
-if TYPE_CHECKING:  # annotations only: the poller's and the API's Services hold a BoundedSender but never send
-    from tickwork.targets.base import Attempt
 
 # Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50

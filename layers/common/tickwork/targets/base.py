@@ -3,9 +3,9 @@
 1. `Target.prepare` (ahead of the run's instant, within the attempt's time: the run's `attempt_started_at` plus
    the timeout its kind gives it): render the call (secrets opened, the callback URL given), check the target,
    and make ready what calling it takes, so that the instant costs the call alone.
-2. `Attempt.fire` (at the instant): make the call, without waiting for the target; `Attempt.complete` then
-   awaits its answer and classifies it into an Outcome (tickwork.rules.outcome): success, or a failure kind,
-   which decides whether the job's retry policy may try again.
+2. `Attempt.fire` (at the instant; tickwork.interfaces.Attempt, which a Sender handles): make the call, without
+   waiting for the target; `Attempt.complete` then awaits its answer and classifies it into an Outcome
+   (tickwork.outcome): success, or a failure kind, which decides whether the job's retry policy may try again.
 3. `Target.judge` (once complete): the outcome under the job's success rules.
 
 A kind never raises out of these steps: a target refused, a secret missing or a call that failed is an
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
+from tickwork.interfaces import Attempt
 from tickwork.models import StartedExecution
-from tickwork.rules.outcome import Outcome
+from tickwork.outcome import Outcome
 
 
 class TargetKind(StrEnum):
@@ -34,48 +35,11 @@ def kind_of(run: StartedExecution) -> TargetKind:
 
 @dataclass(frozen=True)
 class Callback:
-    """Where a run in callback mode reports its completion (tickwork.runs.completion): the URL, holding
+    """Where a run in callback mode reports its completion (tickwork.rules.completion): the URL, holding
     `token`, which is made for this attempt alone and kept out of what is stored of its answer."""
 
     url: str
     token: str
-
-
-class Attempt(Protocol):
-    """One attempt made ready by its kind; each method but `complete` returns at once, and none raises."""
-
-    def warm_lead(self) -> float | None:
-        """How long before its instant `warm` is to be called: None when nothing is left to do ahead (what
-        is left, if anything, is done by `fire`)."""
-        ...
-
-    def warm(self, within: float) -> None:
-        """The last step ahead, for a call `within` seconds from now (HTTP: a connection to a target that
-        closes those that wait)."""
-        ...
-
-    def fire(self) -> None:
-        """Make the call now, as far as it goes without waiting for the target (an attempt that failed
-        ahead does nothing). The rest, if any, is `finish_write`'s."""
-        ...
-
-    def finish_write(self) -> None:
-        """Send what `fire` left, waiting for the target within the attempt's time; `complete` does it first."""
-        ...
-
-    def awaiting(self) -> tuple[Any | None, float]:
-        """Once fired and sent whole: something a selector can watch for the answer (it has a fileno()), and
-        the attempt's deadline (time.monotonic()), so a runtime may read many answers on one thread; None when
-        there is nothing to watch (complete() waits by itself, or has nothing to wait for)."""
-        ...
-
-    def complete(self) -> Outcome:
-        """Await the answer (within the attempt's time) and classify it; what failed ahead is reported here."""
-        ...
-
-    def abandon(self) -> None:
-        """Never to be fired (its run was dropped at its instant): release what it holds."""
-        ...
 
 
 class Target(Protocol):

@@ -14,15 +14,16 @@ from tickwork.http import delivery
 from tickwork.http.connections import Connections
 from tickwork.http.redaction import redact, spellings
 from tickwork.http.targets import check_port, resolve_public_addresses, validate_target_url
+from tickwork.interfaces import Attempt
 from tickwork.models import StartedExecution
+from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules import success
-from tickwork.rules.outcome import Failure, FailureKind, Outcome
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
-from tickwork.targets.base import Attempt, Callback, TargetKind
+from tickwork.targets.base import Callback, TargetKind
 from tickwork.timeutil import rfc3339
 
-CALLBACK_HEADER = "Tickwork-Callback-Url"  # a run in callback mode (tickwork.runs.completion)
+CALLBACK_HEADER = "Tickwork-Callback-Url"  # a run in callback mode (tickwork.rules.completion)
 
 
 @dataclass

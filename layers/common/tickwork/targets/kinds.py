@@ -6,7 +6,7 @@ from typing import Callable
 
 from tickwork.http.connections import Connections
 from tickwork.models import StartedExecution
-from tickwork.rules.outcome import Failure
+from tickwork.outcome import Failure
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.targets.base import Callback, Target, TargetKind

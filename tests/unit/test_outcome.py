@@ -1,9 +1,9 @@
-"""Outcomes and their failure kinds (tickwork.rules.outcome): what is retried is the kind's to say. Pure."""
+"""Outcomes and their failure kinds (tickwork.outcome): what is retried is the kind's to say. Pure."""
 from __future__ import annotations
 
 import pytest
 
-from tickwork.rules.outcome import Failure, FailureKind, Outcome, status_failure
+from tickwork.outcome import Failure, FailureKind, Outcome
 
 NOT_RETRIED = {FailureKind.REFUSED, FailureKind.UNKNOWN_SECRET, FailureKind.REDIRECT, FailureKind.REJECTED_STATUS}
 
@@ -28,13 +28,3 @@ def test_an_outcome_without_a_failure_succeeded_and_is_not_retried() -> None:
 def test_an_outcome_must_say_whether_it_failed() -> None:
     with pytest.raises(TypeError):
         Outcome(200, "ok", None, 1)  # type: ignore[call-arg]
-
-
-@pytest.mark.parametrize(("status", "kind"), [
-    (200, None), (204, None), (299, None), (101, FailureKind.REJECTED_STATUS), (301, FailureKind.REDIRECT),
-    (304, FailureKind.REDIRECT), (400, FailureKind.REJECTED_STATUS), (404, FailureKind.REJECTED_STATUS),
-    (408, FailureKind.TRANSIENT_STATUS), (429, FailureKind.TRANSIENT_STATUS), (500, FailureKind.TRANSIENT_STATUS),
-    (503, FailureKind.TRANSIENT_STATUS), (599, FailureKind.TRANSIENT_STATUS),
-])
-def test_an_answers_status_has_a_kind(status: int, kind: FailureKind | None) -> None:
-    assert status_failure(status) is kind

@@ -2,13 +2,12 @@
 
 Whether a failed attempt may be retried is its failure's kind (`FailureKind.retried`), never its error text:
 the text is what history stores and shows, written by the target kind (tickwork.http.attempt_errors for HTTP).
+What an answer's status means by default is tickwork.rules.success's (`status_failure`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-
-from tickwork.rules.retry import is_retryable_status
 
 
 class FailureKind(StrEnum):
@@ -70,13 +69,3 @@ class Outcome:
         """No answer: the attempt failed as `failure` says."""
         return cls(None, None, failure.error, duration_ms, failure=failure.kind)
 
-
-def status_failure(status_code: int) -> FailureKind | None:
-    """What an answer's status means by default (without success rules): any 2xx succeeds."""
-    if 200 <= status_code < 300:
-        return None
-    if 300 <= status_code < 400:
-        return FailureKind.REDIRECT
-    if status_code >= 400 and is_retryable_status(status_code):
-        return FailureKind.TRANSIENT_STATUS
-    return FailureKind.REJECTED_STATUS
