@@ -14,7 +14,7 @@ from tickwork.dispatch.poller import Poller
 from tickwork.http import delivery
 from tickwork.ops.maintenance import run_maintenance
 from tickwork.outcome import Outcome
-from tickwork.store import executions as executions_store
+from tickwork.store import attempts as attempts_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -35,7 +35,7 @@ def _first_run(services: Services, target: Target, max_attempts: int) -> str:
 
 def _crash_after_send(services: Services, invoker: RecordingInvoker, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run the first dispatch in an executor that dies right after sending; returns the run id."""
-    monkeypatch.setattr(executions_store, "finish_attempts", crash)
+    monkeypatch.setattr(attempts_store, "finish_attempts", crash)
     with pytest.raises(Crash):
         execute(services, invoker.dispatches, S0)
     monkeypatch.undo()

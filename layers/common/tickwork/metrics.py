@@ -12,14 +12,17 @@ from typing import Any, Sequence
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from tickwork.vocab import NotStarted, RunStatus
+
 NAMESPACE = "Tickwork"
 # Fixed here rather than read from POWERTOOLS_SERVICE_NAME, so every function's metrics carry the one
 # dimension the dashboard and alarms (template.yaml) select on, whatever name each function logs under.
 SERVICE = "tickwork"
 
 # The decisions of tickwork.rules.retry.decide that end an attempt, each counted as Runs<Status>.
-ATTEMPT_STATUSES = ("succeeded", "failed", "retrying")
-_NOT_STARTED = {"duplicate": "DuplicateDeliveries", "skipped": "RunsSkipped", "waiting": "RunsWaiting"}
+ATTEMPT_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING)
+_NOT_STARTED = {NotStarted.DUPLICATE: "DuplicateDeliveries", NotStarted.SKIPPED: "RunsSkipped",
+                NotStarted.WAITING: "RunsWaiting"}
 _MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned", "unjudged")
 # Every metric name this module can emit: the template's dashboard and alarms may chart only these
 # (tests/unit/test_template.py checks it).

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
+from tickwork.vocab import DispatchKind
+
 T = TypeVar("T")
 Key = tuple[datetime, str]  # a keyset position: (created_at or scheduled_for, id)
 
@@ -20,16 +22,14 @@ class Dispatch:
     execution_id: str
     attempt: int
     fire_at_ms: int
-    # or "notification": execution_id is then a notification's id (tickwork.rules.notifications); or
-    # "completion": the check of a run awaiting its completion callback, at its deadline (tickwork.rules.completion)
-    kind: str = "run"
+    kind: str = DispatchKind.RUN  # a tickwork.vocab.DispatchKind (an unknown one, from a newer sender, is ignored)
     # The tenant whose runs in flight this dispatch counts among (tickwork.dispatch.budget): its executor gives
     # the place back when it ends. Empty: it holds none. Bookkeeping, not what is dispatched: not compared.
     tenant_id: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {"execution_id": self.execution_id, "attempt": self.attempt, "fire_at_ms": self.fire_at_ms}
-        if self.kind != "run":
+        if self.kind != DispatchKind.RUN:
             raw["kind"] = self.kind
         if self.tenant_id:
             raw["tenant_id"] = self.tenant_id
@@ -38,7 +38,7 @@ class Dispatch:
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> Dispatch:
         return cls(str(raw["execution_id"]), int(raw["attempt"]), int(raw["fire_at_ms"]),
-                   str(raw.get("kind", "run")), str(raw.get("tenant_id", "")))
+                   str(raw.get("kind", DispatchKind.RUN)), str(raw.get("tenant_id", "")))
 
 
 def executor_event(dispatches: list[Dispatch]) -> dict[str, Any]:

@@ -18,10 +18,12 @@ from tickwork.dueindex.index import DueIndex
 from tickwork.models import StartedExecution
 from tickwork.schedule.engine import parse_schedule
 from tickwork.secrets import vault
+from tickwork.store import attempts as attempts_store
 from tickwork.store import executions as executions_store
 from tickwork.store.secrets import PoolKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.timeutil import parse_rfc3339, to_ms
+from tickwork.vocab import RunStatus
 from tickwork.wiring import Services
 
 
@@ -372,9 +374,9 @@ def test_execution_shows_its_attempts_with_a_truncated_body(api: Api, db: Any) -
     job = api.create()
     execution_id = executions_store.insert_manual(db, api.tenant_id, job["id"], started)
     assert isinstance(executions_store.start_attempt(db, execution_id, 1), StartedExecution)
-    record = executions_store.AttemptRecord(1, started, 87, 503, "x" * 5000, "HTTP 503")
-    assert executions_store.finish_attempt(db, execution_id, record, "retrying", started + timedelta(seconds=30)) == (
-        True, None)
+    record = attempts_store.AttemptRecord(1, started, 87, 503, "x" * 5000, "HTTP 503")
+    finished = attempts_store.Finished(execution_id, record, RunStatus.RETRYING, started + timedelta(seconds=30))
+    assert attempts_store.finish_attempt(db, finished) == attempts_store.Ended(True)
 
     reply = api.call("GET", f"/executions/{execution_id}")
 

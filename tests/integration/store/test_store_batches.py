@@ -8,8 +8,10 @@ from typing import Any
 import psycopg
 
 from tests.integration.helpers import insert_job
+from tickwork.store import attempts
 from tickwork.store import executions as store
-from tickwork.store.executions import AttemptRecord
+from tickwork.store.attempts import AttemptRecord, Finished
+from tickwork.vocab import RunStatus
 from tickwork.wiring import Services
 
 NOW = datetime.now(timezone.utc)
@@ -133,7 +135,7 @@ def test_finish_many_records_the_runs_still_ours_and_only_those(services: Servic
                 lost: ("succeeded", None), stale: ("succeeded", None)}
     with db.transaction():
         now = db.execute("SELECT now()").fetchone()[0]
-        kept = store.finish_attempts(db, [(run, records[run], *statuses[run]) for run in records])
+        kept = attempts.finish_attempts(db, [Finished(run, records[run], *statuses[run]) for run in records])
 
     assert kept == {ok, failed, retrying}
     assert _row(db, ok)[4:] == (None, now, None)
@@ -150,7 +152,7 @@ def test_finish_many_records_the_runs_still_ours_and_only_those(services: Servic
 def test_empty_batches_send_nothing(db: Any) -> None:
     counting = CountingConnection(db)
     assert store.start_unguarded_many(counting, []) == {}
-    assert store.finish_attempts(counting, []) == set()
+    assert attempts.finish_attempts(counting, []) == set()
     assert counting.statements == 0
 
 
@@ -161,8 +163,9 @@ def test_two_hundred_runs_start_and_finish_in_one_statement_each(services: Servi
 
     started = store.start_unguarded_many(counting, [(run, 1) for run in runs])
     assert (len(started), counting.statements) == (200, 1)
-    results = [(run, AttemptRecord(1, NOW, i, 200, str(i), None), "succeeded", None) for i, run in enumerate(runs)]
-    assert store.finish_attempts(counting, results) == set(runs)
+    results = [Finished(run, AttemptRecord(1, NOW, i, 200, str(i), None), RunStatus.SUCCEEDED)
+               for i, run in enumerate(runs)]
+    assert attempts.finish_attempts(counting, results) == set(runs)
     assert counting.statements == 2
 
     assert db.execute("SELECT status, count(*) FROM executions WHERE job_id = %s GROUP BY status",

@@ -44,7 +44,7 @@ def test_a_lost_attempt_with_attempts_left_is_retried_by_the_policy() -> None:
     lost = judge_running(running(100), T0, SETTINGS)
     assert lost is not None
     assert (lost.status, lost.decision.next_attempt_at) == ("retrying", T0 + timedelta(seconds=10))
-    record = lost.finished()[1]
+    record = lost.finished().attempt
     assert (record.number, record.started_at, record.duration_ms) == (1, T0 - timedelta(seconds=100), 100_000)
     assert (record.status_code, record.error) == (None, "lost: executor did not report within 65 s")
 
@@ -52,7 +52,8 @@ def test_a_lost_attempt_with_attempts_left_is_retried_by_the_policy() -> None:
 def test_a_lost_last_attempt_ends_lost() -> None:
     lost = judge_running(running(100, attempt=3), T0, SETTINGS)
     assert lost is not None and (lost.status, lost.decision.next_attempt_at) == ("lost", None)
-    assert lost.finished()[2:] == ("lost", None)
+    finished = lost.finished()
+    assert (finished.status, finished.next_attempt_at) == ("lost", None)
 
 
 def test_the_request_timeout_defaults_and_is_capped_as_the_executor_does() -> None:
@@ -103,7 +104,7 @@ def test_a_lost_attempts_retry_after_the_next_slot_ends_the_run_unless_allowed()
     assert lost is not None and lost.status == "retrying"  # due at T0 + 10 s
     ended = within(lost, Bound(T0 + timedelta(seconds=5)))
     assert (ended.status, ended.decision.next_attempt_at) == ("lost", None)
-    assert ended.finished()[1].error.startswith(
+    assert ended.finished().attempt.error.startswith(
         "lost: executor did not report within 65 s; not retried: the next attempt")
     assert within(lost, Bound(T0 + timedelta(seconds=10))) is lost  # lands on the slot: kept
     assert within(lost, Bound(None)) is lost  # the job has no next run
@@ -118,4 +119,4 @@ def test_a_lost_attempts_retry_of_a_stopped_job_ends_the_run_whatever_its_policy
         assert lost is not None and lost.status == "retrying"
         ended = within(lost, Bound(None, "paused"))
         assert (ended.status, ended.decision.next_attempt_at) == ("lost", None)
-        assert ended.finished()[1].error == "lost: executor did not report within 65 s; not retried: the job was paused"
+        assert ended.finished().attempt.error == "lost: executor did not report within 65 s; not retried: the job was paused"

@@ -76,8 +76,9 @@ def test_a_settled_attempt_is_recorded_with_its_answer_and_the_reason_it_was_not
     assert reported is not None
     end = ending.within(ending.settled(run(4, 3, REPLAYED_AT), waiting("failed"), reported, REPLAYED_AT, None),
                         Bound(None, "paused"))
-    execution_id, record, status, next_at = end.finished()
-    assert (execution_id, status, next_at) == ("run-1", "failed", None)
+    finished = end.finished()
+    record = finished.attempt
+    assert (finished.execution_id, finished.status, finished.next_attempt_at) == ("run-1", "failed", None)
     assert (record.number, record.started_at, record.duration_ms, record.status_code, record.response_body) == (
         4, REPLAYED_AT, 12, 202, None)
     assert record.error == f"{completion.FAILED_NOTE}; not retried: the job was paused"

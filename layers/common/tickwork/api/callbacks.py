@@ -8,15 +8,17 @@ tickwork.api.body.BodyGate): a wrong token with 6 MB of JSON costs one indexed r
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Literal, Mapping
+from typing import Annotated, Mapping
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tickwork.api.body import BodyGate
 from tickwork.api.responses import ErrorBody
+from tickwork.api.vocabulary import OneOf
 from tickwork.rules import completion
 from tickwork.runs import awaiting
+from tickwork.vocab import RunStatus
 from tickwork.wiring import services
 
 router = Router()
@@ -42,7 +44,7 @@ Output = Annotated[str, AfterValidator(_storable_output),
 class CompletionReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    status: Literal["succeeded", "failed"] = Field(description=(
+    status: Annotated[RunStatus, OneOf(*completion.STATUSES)] = Field(description=(
         "failed is a failed attempt: retried per the job's retry policy, as a 5xx answer would be."))
     output: Output | None = Field(None, description=(
         "Up to 4096 bytes (UTF-8), stored with the attempt like a response body (the request's secrets redacted)."))

@@ -20,6 +20,8 @@ from pydantic import (
     StringConstraints,
 )
 
+from tickwork import vocab
+from tickwork.api.vocabulary import OneOf
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.http.targets import MAX_URL_LENGTH
 from tickwork.rules import replay, success
@@ -144,18 +146,18 @@ JobKey = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=
                   Field(examples=["nightly-report"])]
 Source = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=SOURCE_PATTERN),
                    Field(examples=["reports-repo"])]
-ExecutionStatus = Literal["queued", "waiting", "running", "retrying", "awaiting_completion", "succeeded", "failed",
-                          "skipped", "missed", "lost"]
+ExecutionStatus = Annotated[vocab.RunStatus, OneOf()]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
 Strategy = Literal["exponential", "linear", "fixed"]
 # `errored`: active, but in quarantine (tickwork.dispatch.quarantine): `error_reason` says why.
-JobStatus = Literal["active", "paused", "completed", "errored"]
-Trigger = Literal["schedule", "manual"]
+JobStatus = Annotated[vocab.JobStatus, OneOf(vocab.JobStatus.ACTIVE, vocab.JobStatus.PAUSED, vocab.JobStatus.COMPLETED,
+                                               vocab.JobStatus.ERRORED)]
+Trigger = Annotated[vocab.Trigger, OneOf()]
 MaxAttempts = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS, description="Attempts in all, the first one included.")]
 DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
-Overlap = Literal["allow", "skip", "queue_one"]
-Catchup = Literal["latest", "all"]
-Jitter = Literal["none", "full", "equal"]
+Overlap = Annotated[vocab.Overlap, OneOf()]
+Catchup = Annotated[vocab.Catchup, OneOf()]
+Jitter = Annotated[vocab.Jitter, OneOf()]
 NotifyOn = Literal["failure", "recovery", "paused"]
 MaxDelay = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS, description="No wait between attempts is longer.")]
 PauseAfter = Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=(
@@ -168,7 +170,7 @@ BodyContains = Annotated[str, StringConstraints(min_length=1, max_length=success
                          AfterValidator(_storable)]
 CalendarName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=CALENDAR_NAME_PATTERN),
                         Field(examples=["us-holidays"])]
-OnExcluded = Literal["skip", "next_day"]
+OnExcluded = Annotated[vocab.OnExcluded, OneOf()]
 CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS, description=(
     "A slot later than this (after an outage) is recorded missed instead of run; under 5 s late is never missed. "
     "At most 10,080 of the schedule's shortest gaps between runs (every second: 10,080 s)."))]
@@ -333,7 +335,7 @@ class PreviewRequest(_Strict):
         "As a job's: fire_times then lists every slot, those skipped with excluded_by, those moved with moved_from."))
 
 
-ReplayStatus = Literal["failed", "lost", "missed", "skipped"]
+ReplayStatus = Annotated[vocab.RunStatus, OneOf(*replay.REPLAYABLE)]
 
 
 class ReplayRequest(_Strict):

@@ -153,7 +153,7 @@ def list_executions(
 @router.get("/executions/<execution_id>", summary="An execution with its attempts", tags=["executions"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 404))
 def get_execution(execution_id: str, scope: JobsReader) -> ExecutionDetail:
-    return views.execution_detail(*history.get_execution(scope, execution_id))
+    return views.execution_detail(history.get_execution(scope, execution_id))
 
 
 @router.post("/schedules/preview", summary="Check a schedule and list its next fire times", tags=["schedules"],

@@ -31,6 +31,7 @@ from tickwork.store.history import AttemptRow, ExecutionRow
 from tickwork.rules.replay import MAX_IDS_LISTED
 from tickwork.tenant import calendars as tenant_calendars
 from tickwork.tenant import jobs
+from tickwork.tenant.history import ExecutionRecord
 from tickwork.tenant.replays import Replayed
 from tickwork.timeutil import rfc3339
 
@@ -103,8 +104,9 @@ def attempt_out(attempt: AttemptRow) -> AttemptOut:
     )
 
 
-def execution_detail(execution: ExecutionRow, attempts: list[AttemptRow]) -> ExecutionDetail:
-    return ExecutionDetail(**execution_out(execution).model_dump(), attempts=[attempt_out(a) for a in attempts])
+def execution_detail(record: ExecutionRecord) -> ExecutionDetail:
+    return ExecutionDetail(**execution_out(record.execution).model_dump(),
+                           attempts=[attempt_out(a) for a in record.attempts])
 
 
 def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:

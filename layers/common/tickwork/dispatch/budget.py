@@ -19,7 +19,9 @@ from tickwork.models import Dispatch
 from tickwork.rules import budget
 from tickwork.store import budgets as store
 from tickwork.store.budgets import WaitingRun
+from tickwork.store.executions import RunTenant
 from tickwork.timeutil import from_ms
+from tickwork.vocab import DispatchKind
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
@@ -49,16 +51,16 @@ class Budgets:
         self.svc = svc
 
     def admit(self, conn: Any, dispatches: Sequence[Dispatch], now_ms: int,
-              fresh: Mapping[str, tuple[str, int | None]] | None = None) -> Admitted:
+              fresh: Mapping[str, RunTenant] | None = None) -> Admitted:
         """Give each run dispatched a place among its tenant's runs in flight, or hold it back. `fresh`: runs
         this tick has just written, waiting for their first attempt, with their tenant and its override of
         max_runs_in_flight (tickwork.store.executions.Recorded.tenants): nothing to read for them."""
         fresh = fresh or {}
-        runs = [(d.execution_id, d.attempt) for d in dispatches if d.kind == "run"]
+        runs = [(d.execution_id, d.attempt) for d in dispatches if d.kind == DispatchKind.RUN]
         if not runs:
             return Admitted(list(dispatches))
-        waiting = {(run_id, 1): WaitingRun(run_id, tenant_id, override, None, None)
-                   for run_id, (tenant_id, override) in fresh.items()}
+        waiting = {(run_id, 1): WaitingRun(run_id, tenant.tenant_id, tenant.max_runs_in_flight, None, None)
+                   for run_id, tenant in fresh.items()}
         others = [run for run in runs if run not in waiting]
         admitted = Admitted()
         if others:
@@ -67,7 +69,7 @@ class Budgets:
         seats: list[tuple[Seat, WaitingRun]] = []
         missed: list[tuple[Dispatch, str]] = []
         for d in dispatches:
-            run = waiting.get((d.execution_id, d.attempt)) if d.kind == "run" else None
+            run = waiting.get((d.execution_id, d.attempt)) if d.kind == DispatchKind.RUN else None
             too_late = None if run is None or run.held is None else budget.missed_note(run.held, now_ms)
             if run is None:
                 admitted.dispatches.append(d)
@@ -105,8 +107,8 @@ class Budgets:
         """Write why runs wait (or were missed), then put the waiting ones' dispatches back in the index."""
         if not refused and not missed:
             return
-        notes = [(r.seat.dispatch.execution_id, r.seat.dispatch.attempt, False, r.note) for r in refused]
-        notes += [(d.execution_id, d.attempt, True, note) for d, note in missed]
+        notes = [store.Held(r.seat.dispatch.execution_id, r.seat.dispatch.attempt, False, r.note) for r in refused]
+        notes += [store.Held(d.execution_id, d.attempt, True, note) for d, note in missed]
         recorded_missed = store.hold_back(conn, notes, from_ms(now_ms))
         admitted.postgres_round_trips += 1
         if refused:

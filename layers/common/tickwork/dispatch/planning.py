@@ -17,9 +17,10 @@ from tickwork.models import Dispatch
 from tickwork.rules.policy import SlotPlan
 from tickwork.rules.quarantine import Failure, Step, reason
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule
+from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED, MOVE_DAYS, ExcludingSchedule
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms
+from tickwork.vocab import DispatchKind, OnExcluded
 
 
 @dataclass
@@ -64,7 +65,8 @@ def _plan_entry(plan: BatchPlan, entry: DueEntry, now_ms: int, calendars: Mappin
             plan.unknown.append(entry)
             return
         execution_id, attempt = entry.execution()
-        kind = "notification" if entry.is_notification else "completion" if entry.is_completion else "run"
+        kind = DispatchKind.NOTIFICATION if entry.is_notification else DispatchKind.COMPLETION if entry.is_completion \
+            else DispatchKind.RUN
         plan.claims.append((Claim(entry.member, entry.score, None), Dispatch(execution_id, attempt, entry.score, kind)))
         return
     schedule = _schedule_or_none(entry)
@@ -133,7 +135,7 @@ def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[Key,
     keys = tuple(key for key in named if key in calendars)
     if not keys:
         return schedule
-    mode = spec["c"].get("on_excluded", "skip")
+    mode = spec["c"].get("on_excluded", DEFAULT_ON_EXCLUDED)
     found = applied.get((schedule, keys, mode))
     if found is None:
         found = applied[(schedule, keys, mode)] = ExcludingSchedule(schedule, [calendars[k] for k in keys], mode)
@@ -161,7 +163,7 @@ def excluded_note(schedule: ExcludingSchedule, slot_ms: int) -> str | None:
     if name is None:
         return None
     day = schedule.local_date(slot_ms).isoformat()
-    unmoved = "" if schedule.on_excluded == "skip" else f" and no date within {MOVE_DAYS} days after it is free"
+    unmoved = "" if schedule.on_excluded == OnExcluded.SKIP else f" and no date within {MOVE_DAYS} days after it is free"
     return f"skipped: {day} is excluded by calendar {name}{unmoved}"
 
 

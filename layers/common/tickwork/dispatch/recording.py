@@ -13,11 +13,12 @@ from tickwork.dueindex.entries import dispatch_member, job_member
 from tickwork.models import Dispatch
 from tickwork.rules.quarantine import Failure, Step, reason
 from tickwork.store import executions as executions_store
-from tickwork.store.executions import Recorded, Slot
+from tickwork.store.executions import Recorded, RunTenant, Slot
 from tickwork.timeutil import to_ms
+from tickwork.vocab import DispatchKind
 from tickwork.wiring import Services
 
-Fresh = dict[str, tuple[str, int | None]]  # a run just written: its tenant, that tenant's budget override
+Fresh = dict[str, RunTenant]  # a run just written: its tenant, that tenant's budget override
 
 
 class Recorder:
@@ -31,15 +32,14 @@ class Recorder:
         returns what that counted for the tick."""
         part = TickResult(locked=True)
         failures: list[Failure] = []
-        if slots or any(d.kind == "run" for d in dispatches):
+        if slots or any(d.kind == DispatchKind.RUN for d in dispatches):
             with self.svc.db.connection() as conn:
                 fresh: Fresh = {}
                 jobs: dict[str, str] = {}
                 if slots:
                     recorded = self._record(conn, slots, part, failures)
-                    dispatches = dispatches + [Dispatch(execution_id, 1, to_ms(slot))
-                                               for execution_id, _, slot in recorded.runs]
-                    fresh, jobs = recorded.tenants, {run_id: job_id for run_id, job_id, _ in recorded.runs}
+                    dispatches = dispatches + [Dispatch(run.execution_id, 1, to_ms(run.slot)) for run in recorded.runs]
+                    fresh, jobs = recorded.tenants, {run.execution_id: run.job_id for run in recorded.runs}
                 dispatches = self._admit(conn, dispatches, now_ms, fresh, jobs, part, failures)
         part.quarantined = self.quarantine.set_aside(failures, now_ms)
         if dispatches:

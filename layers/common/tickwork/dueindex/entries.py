@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.models import Dispatch
+from tickwork.vocab import DispatchKind
 
 JOB_PREFIX = "j:"
 EXECUTION_PREFIX = "e:"
 NOTIFICATION_PREFIX = "n:"
 COMPLETION_PREFIX = "c:"
 KNOWN_PREFIXES = frozenset({JOB_PREFIX, EXECUTION_PREFIX, NOTIFICATION_PREFIX, COMPLETION_PREFIX})
-_DISPATCH_PREFIXES = {"run": EXECUTION_PREFIX, "notification": NOTIFICATION_PREFIX, "completion": COMPLETION_PREFIX}
+_DISPATCH_PREFIXES = {DispatchKind.RUN: EXECUTION_PREFIX, DispatchKind.NOTIFICATION: NOTIFICATION_PREFIX,
+                      DispatchKind.COMPLETION: COMPLETION_PREFIX}
 
 
 def encode_spec(spec: dict[str, Any]) -> str:

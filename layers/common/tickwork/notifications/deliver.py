@@ -20,12 +20,13 @@ from tickwork.rules import retry
 from tickwork.rules.notifications import OPERATOR
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
+from tickwork.vocab import NotEnded, NotStarted, RunStatus
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
 # A notification's status after a delivery decision (the sweeper's too).
-STATUS_AFTER = {"succeeded": "delivered", "retrying": "pending", "failed": "failed"}
+STATUS_AFTER = {RunStatus.SUCCEEDED: "delivered", RunStatus.RETRYING: "pending", RunStatus.FAILED: "failed"}
 # One tenant's notifications of a group in flight at once: a notify.url that never answers holds this many
 # threads until its timeout (events.DELIVERY_TIMEOUT_SECONDS), and nobody else's notification waits for it.
 PER_TENANT_IN_FLIGHT = 4
@@ -44,7 +45,7 @@ def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform:
         return []
     with svc.db.connection() as conn:
         owners = store.owners(conn, [dispatch.execution_id for dispatch in dispatches])
-    outcomes = ["duplicate"] * len(dispatches)
+    outcomes: list[str] = [NotStarted.DUPLICATE] * len(dispatches)
 
     def run_lane(lane: list[int]) -> None:
         for position in lane:
@@ -84,7 +85,7 @@ def _deliver_one(steps: RunSteps, svc: Services, clock: Callable[[], float], uni
     with svc.db.connection() as conn:
         started = store.start(conn, dispatch.execution_id, dispatch.attempt)
     if started is None:
-        return "duplicate"
+        return NotStarted.DUPLICATE
     outcome = publish(svc, started) if started.channel == OPERATOR else _send(steps, started)
     now = datetime.fromtimestamp(clock(), tz=timezone.utc)
     decision = retry.decide(events.DELIVERY_RETRY, started.attempt, outcome.succeeded, outcome.retryable, now,
@@ -98,7 +99,7 @@ def _deliver_one(steps: RunSteps, svc: Services, clock: Callable[[], float], uni
     logger.info("notification attempt finished", extra={
         "notification_id": started.id, "job_id": started.job_id, "attempt": started.attempt, "status": status,
         "channel": started.channel, "status_code": outcome.status_code, "error": outcome.error})
-    return status if ours else "superseded"
+    return status if ours else NotEnded.SUPERSEDED
 
 
 def _send(steps: RunSteps, started: store.Delivery) -> Outcome:

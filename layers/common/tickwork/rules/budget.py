@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tickwork.rules.policy import LATENESS_TOLERANCE_MS
+from tickwork.vocab import Catchup
 
 # A run held back is dispatched again this soon at first: a place freed by a run that just ended is used
 # within a tick or two...
@@ -54,7 +55,7 @@ def missed_note(held: HeldBack, now_ms: int) -> str | None:
     if now_ms - held.scheduled_for_ms > window_ms:
         return (f"missed: held back by the tenant's max_runs_in_flight past the job's catch-up window "
                 f"({held.catchup_window_seconds} s)")
-    if held.catchup == "latest" and held.superseded:
+    if held.catchup == Catchup.LATEST and held.superseded:
         return ("missed: held back by the tenant's max_runs_in_flight until a later slot of the job came due "
                 "(catch-up latest runs only the latest)")
     return None

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from tickwork.vocab import RunStatus
+
 MODES = ("response", "callback")
 CALLBACK = "callback"
 # A day: longer work is a workflow's job, and a run awaiting holds its job's overlap for that long.
@@ -25,11 +27,11 @@ MAX_TIMEOUT_SECONDS = 86_400
 DEFAULT_TIMEOUT_SECONDS = 3600
 # As much of the output as a response body's preview: what a person reads on the run's page.
 MAX_OUTPUT_BYTES = 4096
-STATUSES = ("succeeded", "failed")
+STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)  # what a callback may report
 PATH_PREFIX = "/callbacks/"
 # 32 random bytes, URL-safe: the token is the caller's only credential.
 TOKEN_BYTES = 32
-AWAITING = "awaiting_completion"
+AWAITING = RunStatus.AWAITING_COMPLETION
 FAILED_NOTE = "failed: reported by its completion callback"
 _CALLBACK_PATH = re.compile(r"(/callbacks/[^/\s]+/[^/\s]+/)[^/?#\s]+")
 
@@ -116,7 +118,7 @@ def settle(run: Awaiting, now: datetime) -> Settled | None:
     """The end of an awaited attempt: what its callback reported, else a failure once its deadline has
     passed; None while it may still be called."""
     if run.reported is not None:
-        ok = run.reported == "succeeded"
+        ok = run.reported == RunStatus.SUCCEEDED
         return Settled(ok, None if ok else FAILED_NOTE, run.output)
     if now >= run.deadline:
         return Settled(False, f"no completion within {run.timeout_seconds} s", None)

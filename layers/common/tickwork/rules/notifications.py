@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from tickwork.models import StartedExecution
 from tickwork.rules.retry import RetryPolicy
 from tickwork.timeutil import rfc3339
+from tickwork.vocab import Jitter, JobStatus
 
 ON_CHOICES = ("failure", "recovery", "paused")
 EVENT_TYPES = {"failure": "run.failed", "recovery": "job.recovered", "paused": "job.paused"}
@@ -32,7 +33,7 @@ _EVENT_NAMESPACE = uuid.UUID("6f1d3c2e-5b8a-4f0e-9a47-2c1e8b7d9f30")
 # A notification target gets a short timeout: it is a webhook receiver, not a job.
 DELIVERY_TIMEOUT_SECONDS = 10
 # About an hour of attempts (10 s, 20 s, ... capped at 15 min, spread by full jitter) before giving up.
-DELIVERY_RETRY = RetryPolicy(strategy="exponential", max_attempts=8, delay_seconds=10, jitter="full",
+DELIVERY_RETRY = RetryPolicy(strategy="exponential", max_attempts=8, delay_seconds=10, jitter=Jitter.FULL,
                              max_delay_seconds=900, past_next_run=True)
 # Notification history the API shows per job.
 LIST_LIMIT = 100
@@ -101,12 +102,12 @@ def judge(state: WatchState, end: RunEnd, now: datetime) -> Verdict:
     new = replace(state, consecutive_failures=count, failing=True)
     events = [event(end, WEBHOOK, "run.failed", state.notify, now)] if wants(state.notify, "failure") else []
     limit = state.pause_after_failures
-    if limit is None or count < limit or state.status != "active":
+    if limit is None or count < limit or state.status != JobStatus.ACTIVE:
         return Verdict(new, None, events)
     reason = f"paused after {count} consecutive failed runs (pause_after_failures: {limit})"
     if wants(state.notify, "paused"):
         events.append(event(end, WEBHOOK, "job.paused", state.notify, now, {"paused_reason": reason}))
-    return Verdict(replace(new, status="paused"), reason, events)
+    return Verdict(replace(new, status=JobStatus.PAUSED), reason, events)
 
 
 def operator_event(end: RunEnd, now: datetime) -> Event:

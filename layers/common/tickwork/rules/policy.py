@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-CATCHUP_MODES = ("latest", "all")
-DEFAULT_CATCHUP = "latest"
+from tickwork.vocab import Catchup, Overlap
+
+DEFAULT_CATCHUP = Catchup.LATEST
 # Long enough to ride out a poller restart or a Redis failover, short enough that a run an hour late
 # (usually worse than no run) is recorded missed instead.
 DEFAULT_CATCHUP_WINDOW_SECONDS = 300
@@ -20,8 +21,7 @@ DEFAULT_CATCHUP_WINDOW_SECONDS = 300
 # per-minute job. A sub-minute schedule gets that many of its own slots' worth (every second: 2 h 48 min),
 # not a week: `catchup: all` would replay 604,800 runs of an every-second job after a week's outage.
 MAX_CATCHUP_SLOTS = 10_080
-OVERLAP_MODES = ("allow", "skip", "queue_one")
-DEFAULT_OVERLAP = "allow"
+DEFAULT_OVERLAP = Overlap.ALLOW
 # A slot this late is only late, never missed, whatever the window: a slow tick is not an outage.
 LATENESS_TOLERANCE_MS = 5_000
 # Counting the missed slots of a schedule without a fixed period over the gap (a cron list, or a gap
@@ -49,10 +49,10 @@ def plan_slot(schedule: Schedule, slot_ms: int, now_ms: int, window_ms: int, cat
     """Decide what claiming `slot_ms` at `now_ms` means for a job."""
     oldest_allowed = now_ms - max(window_ms, LATENESS_TOLERANCE_MS)
     following = schedule.next_after_ms(slot_ms)
-    if slot_ms >= oldest_allowed and (following is None or following > now_ms or catchup == "all"):
+    if slot_ms >= oldest_allowed and (following is None or following > now_ms or catchup == Catchup.ALL):
         return SlotPlan(slot_ms, None, 0, following)  # the normal case: not behind
     first_in_window = slot_ms if slot_ms >= oldest_allowed else schedule.next_after_ms(oldest_allowed - 1)
-    if catchup == "all":
+    if catchup == Catchup.ALL:
         return _missed(schedule, slot_ms, first_in_window, None, first_in_window)
     latest = _latest_until(schedule, first_in_window, now_ms)
     if latest is None:

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from tickwork.models import JobRow
 from tickwork.schedule import specs as scheduling
+from tickwork.vocab import JobStatus
 
 # The first failure waits this long: an entry put right meanwhile (a calendar or a spec rewritten) is tried
 # again within seconds, while a poison entry costs at most one failed handling per 5 s instead of one per tick...
@@ -20,7 +21,7 @@ MAX_BACKOFF_MS = 3_600_000
 # What the API shows and the log carries: the step and the exception's type, never its message (it may quote
 # the tenant's input: a member, a rule, a date), so nothing a tenant wrote or a secret is repeated.
 MAX_REASON = 200
-ERRORED = "errored"  # the status the API shows for an active job in quarantine (stored: `active`)
+ERRORED = JobStatus.ERRORED  # the status the API shows for an active job in quarantine (stored: `active`)
 
 
 class Step(StrEnum):
@@ -67,7 +68,7 @@ def reason(step: Step, error: BaseException) -> str:
 
 def shown_status(job: JobRow) -> str:
     """The status the API shows: an active job in quarantine is `errored` (store.jobs filters by the same rule)."""
-    return ERRORED if job.status == "active" and job.error_reason is not None else job.status
+    return ERRORED if job.status == JobStatus.ACTIVE and job.error_reason is not None else job.status
 
 
 def released(job: JobRow, now: datetime) -> JobRow:
@@ -77,7 +78,7 @@ def released(job: JobRow, now: datetime) -> JobRow:
     if job.error_reason is None and job.retry_errored_at is None:
         return job
     cleared = replace(job, error_reason=None, errored_at=None, error_count=None, retry_errored_at=None)
-    if job.status != "active":
+    if job.status != JobStatus.ACTIVE:
         return cleared
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
-    return replace(cleared, next_run_at=next_run_at, status="active" if next_run_at else "completed")
+    return replace(cleared, next_run_at=next_run_at, status=JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+from tickwork.vocab import RunStatus
+
 # A run that ended without succeeding (failed, lost) is sent again; a slot that never ran (missed, skipped)
 # gets its run. Succeeded runs and runs still in progress are refused (409).
-REPLAYABLE = ("failed", "lost", "missed", "skipped")
-DEFAULT_STATUSES = ("failed", "lost", "missed")
+REPLAYABLE = (RunStatus.FAILED, RunStatus.LOST, RunStatus.MISSED, RunStatus.SKIPPED)
+DEFAULT_STATUSES = (RunStatus.FAILED, RunStatus.LOST, RunStatus.MISSED)
 # One request's window: a month of history (retention keeps 30 days by default)...
 MAX_WINDOW = timedelta(days=31)
 # ...and at most this many runs: a week of an every-minute job (10,080) fits; more is replayed window by window.
@@ -46,7 +48,7 @@ def refusal(status: str, replay_count: int = 0) -> str | None:
     """Why a run in `status`, replayed `replay_count` times, cannot be replayed (a 409); None if it can."""
     if status in REPLAYABLE:
         return None if replay_count < MAX_REPLAYS_PER_RUN else at_limit()
-    if status == "succeeded":
+    if status == RunStatus.SUCCEEDED:
         return "this run succeeded: only a failed, lost, missed or skipped run can be replayed"
     return f"this run is still in progress ({status}): only a run that has ended can be replayed"
 

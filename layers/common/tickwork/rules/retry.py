@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from tickwork.timeutil import rfc3339
+from tickwork.vocab import Jitter, RunStatus
 
 STRATEGIES = ("exponential", "linear", "fixed")
 DEFAULT_STRATEGY = "exponential"
@@ -16,14 +17,13 @@ DEFAULT_DELAY_SECONDS = 10
 MAX_DELAY_SECONDS = 86_400
 # 408 and 429 say "try later"; every 5xx may be transient. Other statuses are the caller's problem.
 RETRYABLE_STATUS = frozenset({408, 429})
-JITTERS = ("none", "full", "equal")
 # New jobs spread their retries (full jitter: a failing target is not hit by every job at once)...
-DEFAULT_JITTER = "full"
+DEFAULT_JITTER = Jitter.FULL
 DEFAULT_MAX_DELAY_SECONDS = 3600
 DEFAULT_PAST_NEXT_RUN = False
 # ...while a job stored before these fields existed keeps the timing it had: exact delays, a day's
 # ceiling, retries past its next slot.
-STORED_JITTER = "none"
+STORED_JITTER = Jitter.NONE
 STORED_PAST_NEXT_RUN = True
 
 Random = Callable[[], float]  # uniform in [0, 1), as random.random
@@ -74,16 +74,16 @@ def ceiling(policy: RetryPolicy) -> float:
 
 def jittered(delay: float, jitter: str, random: Random) -> float:
     """`delay` spread by the jitter mode: full is uniform in [0, delay), equal in [delay/2, delay)."""
-    if jitter == "full":
+    if jitter == Jitter.FULL:
         return delay * random()
-    if jitter == "equal":
+    if jitter == Jitter.EQUAL:
         return delay / 2 + delay / 2 * random()
     return delay
 
 
 @dataclass(frozen=True)
 class Decision:
-    status: str  # succeeded | failed | retrying
+    status: RunStatus  # succeeded | failed | retrying (awaiting_completion: tickwork.runs.ending)
     next_attempt_at: datetime | None = None
     reason: str | None = None  # why a failure that could have been retried was not
 
@@ -95,16 +95,16 @@ def decide(
     """What happens to an execution after attempt `attempt` ended as described. Without `random` no
     jitter is applied (the sweeper's and older callers' exact timing)."""
     if succeeded:
-        return Decision("succeeded")
+        return Decision(RunStatus.SUCCEEDED)
     if not retryable or attempt >= policy.max_attempts:
-        return Decision("failed")
+        return Decision(RunStatus.FAILED)
     delay = delay_after(policy, attempt)
     if random is not None:
         delay = jittered(delay, policy.jitter, random)
     if retry_after_seconds is not None:
         # The target asked for a pause (429/503 Retry-After): honour it, within the same ceiling.
         delay = min(max(delay, retry_after_seconds), ceiling(policy))
-    return Decision("retrying", now + timedelta(seconds=delay))
+    return Decision(RunStatus.RETRYING, now + timedelta(seconds=delay))
 
 
 def before_next_slot(policy: RetryPolicy, decision: Decision, next_slot: datetime | None) -> Decision:
@@ -113,7 +113,7 @@ def before_next_slot(policy: RetryPolicy, decision: Decision, next_slot: datetim
     at = decision.next_attempt_at
     if at is None or next_slot is None or policy.past_next_run or at <= next_slot:
         return decision
-    return Decision("failed", reason=(
+    return Decision(RunStatus.FAILED, reason=(
         f"not retried: the next attempt would be after the job's next run at {rfc3339(next_slot)}"
         " (retry.past_next_run is false)"))
 
@@ -131,7 +131,7 @@ def within(policy: RetryPolicy, decision: Decision, bound: Bound) -> Decision:
     """A retry of a run its job no longer makes is not made: the job stops at once, whatever its next
     slot (a paused or deleted job has none). Otherwise before_next_slot decides."""
     if decision.next_attempt_at is not None and bound.stopped is not None:
-        return Decision("failed", reason=f"not retried: the job was {bound.stopped}")
+        return Decision(RunStatus.FAILED, reason=f"not retried: the job was {bound.stopped}")
     return before_next_slot(policy, decision, bound.next_slot)
 
 

@@ -29,13 +29,12 @@ from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import completion, replay, retry
 from tickwork.runs import bounds, ends
+from tickwork.store import attempts as store
 from tickwork.store import completions as completions_store
-from tickwork.store import executions as store
 from tickwork.timeutil import rfc3339, to_ms
+from tickwork.vocab import FINAL_STATUSES, NotEnded, Overlap, RunStatus
 
 logger = Logger(child=True)
-
-LOST = "lost"
 
 
 @dataclass(frozen=True)
@@ -51,13 +50,13 @@ class AttemptEnd:
     lost: bool = False
 
     @property
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         """The run's new status."""
-        return LOST if self.lost and self.decision.status == "failed" else self.decision.status
+        return RunStatus.LOST if self.lost and self.decision.status == RunStatus.FAILED else self.decision.status
 
     @property
     def final(self) -> bool:
-        return self.status in store.FINAL_STATUSES
+        return self.status in FINAL_STATUSES
 
     @property
     def error(self) -> str | None:
@@ -70,7 +69,7 @@ class AttemptEnd:
         """What finish_attempt takes: the run, its attempt's record, its new status, its next attempt's time."""
         record = store.AttemptRecord(self.run.attempt, self.sent_at, self.outcome.duration_ms, self.outcome.status_code,
                                      self.outcome.body, self.error)
-        return self.run.id, record, self.status, self.decision.next_attempt_at
+        return store.Finished(self.run.id, record, self.status, self.decision.next_attempt_at)
 
 
 # ---------------------------------------------------------------- decide (pure)
@@ -89,8 +88,8 @@ def answered(result: Result, now: datetime, uniform: retry.Random) -> AttemptEnd
     work is done)."""
     run, outcome = result.run, result.outcome
     decision = decide(run, outcome.succeeded, outcome.retryable, now, uniform, outcome.retry_after_seconds)
-    if decision.status == "succeeded" and completion.is_callback(run.completion):
-        decision = retry.Decision(completion.AWAITING)
+    if decision.status == RunStatus.SUCCEEDED and completion.is_callback(run.completion):
+        decision = retry.Decision(RunStatus.AWAITING_COMPLETION)
     return AttemptEnd(run, result.sent_at, outcome, decision)
 
 
@@ -136,9 +135,9 @@ class Written:
     noted: ends.Noted = field(default_factory=ends.Noted)
     checks: list[Check] = field(default_factory=list)
 
-    def statuses(self) -> dict[str, str]:
+    def statuses(self) -> dict[str, RunStatus | NotEnded]:
         """Each run's new status, or 'superseded' if its attempt was no longer ours to end."""
-        return {e.run.id: e.status if e.run.id in self.kept else "superseded" for e in self.ended}
+        return {e.run.id: e.status if e.run.id in self.kept else NotEnded.SUPERSEDED for e in self.ended}
 
 
 @dataclass(frozen=True)
@@ -175,20 +174,20 @@ def write(conn: Any, bounded: Sequence[AttemptEnd], now: datetime, operator: boo
     noting: list[AttemptEnd] = []  # ends that may raise events (tickwork.runs.ends), written with them
     answers: list[AttemptEnd] = []  # accepted, awaiting their callback
     for e in bounded:
-        if e.status == completion.AWAITING:
+        if e.status == RunStatus.AWAITING_COMPLETION:
             answers.append(e)
         elif e.final and ends.may_notify(e.run, e.status, operator):
             noting.append(e)
         else:
-            (releasing if e.final and e.run.overlap != "allow" else plain).append(e)
+            (releasing if e.final and e.run.overlap != Overlap.ALLOW else plain).append(e)
     written.kept = store.finish_attempts(conn, [e.finished() for e in plain])
     written.kept |= _await(conn, answers, now, written.checks)
     for e in releasing:
-        ours, freed = store.finish_attempt(conn, *e.finished())
-        if ours:
+        ended = store.finish_attempt(conn, e.finished())
+        if ended.ours:
             written.kept.add(e.run.id)
-        if freed:
-            written.released.append(freed)
+        if ended.released:
+            written.released.append(ended.released)
     if noting:
         written.noted = ends.record_ends(conn, [ends.Ending(e.finished(), e.run, e.outcome) for e in noting], now,
                                          operator)

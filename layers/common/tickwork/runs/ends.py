@@ -17,10 +17,12 @@ from tickwork.models import StartedExecution
 from tickwork.outcome import Outcome
 from tickwork.rules import notifications as events
 from tickwork.rules.notifications import RunEnd, Verdict
+from tickwork.store import attempts as attempts_store
 from tickwork.store import deadlocks
 from tickwork.store import executions as executions_store
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
+from tickwork.vocab import RunStatus
 
 logger = Logger(child=True)
 
@@ -29,7 +31,7 @@ logger = Logger(child=True)
 class Ending:
     """A run's final attempt to write: what finish_attempt takes, the run, and what its target answered."""
 
-    finished: executions_store.Finished
+    finished: attempts_store.Finished
     run: StartedExecution
     outcome: Outcome
 
@@ -52,7 +54,7 @@ class Noted:
 def may_notify(run: StartedExecution, status: str, operator: bool) -> bool:
     """Whether a run's final `status` can raise an event: its job is watched, or it failed and the
     deployment publishes failures to an operator topic."""
-    return run.watched or (operator and status != "succeeded")
+    return run.watched or (operator and status != RunStatus.SUCCEEDED)
 
 
 def record_ends(conn: Any, endings: Sequence[Ending], now: datetime, operator: bool) -> Noted:
@@ -74,13 +76,14 @@ def _record_ends(
     ends: list[tuple[StartedExecution, RunEnd]] = []
     for ending in endings:
         # may_release: the nested transaction it takes is a savepoint, which a refused row needs.
-        ours, freed = executions_store.finish_attempt(conn, *ending.finished, may_release=True)
-        if freed:
-            noted.released.append(freed)
-        if ours:
+        ended = attempts_store.finish_attempt(conn, ending.finished, may_release=True)
+        if ended.released:
+            noted.released.append(ended.released)
+        if ended.ours:
             noted.kept.add(ending.run.id)
-            _, record, status, _ = ending.finished
-            end = events.run_end(ending.run, status == "succeeded", record.error, ending.outcome.status_code)
+            finished = ending.finished
+            end = events.run_end(ending.run, finished.status == RunStatus.SUCCEEDED, finished.attempt.error,
+                                 ending.outcome.status_code)
             ends.append((ending.run, end))
     verdicts, raised, failures = _judged(states, ends, now, operator)
     store.save_states(conn, list(verdicts.values()), now)

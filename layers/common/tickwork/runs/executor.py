@@ -38,6 +38,7 @@ from tickwork.store import executions as store
 from tickwork.targets import kinds
 from tickwork.targets.base import Callback, Target, TargetKind, kind_of
 from tickwork.timeutil import rfc3339, to_ms
+from tickwork.vocab import DispatchKind, NotEnded, NotStarted
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
@@ -213,7 +214,7 @@ class Executor:
             with self.svc.db.connection() as conn:
                 status = awaiting.settle(conn, self.index, check.execution_id, check.attempt, now, operator,
                                          self.uniform)
-            outcomes.append(status or "unchanged")
+            outcomes.append(status or NotEnded.UNCHANGED)
         return outcomes
 
 
@@ -268,7 +269,7 @@ class _Group:
             recorder.join()
         if self.failure is not None:
             raise self.failure
-        outcomes = ["duplicate" if i in self.repeated else self.outcomes.get(d.execution_id, "superseded")
+        outcomes = [NotStarted.DUPLICATE if i in self.repeated else self.outcomes.get(d.execution_id, NotEnded.SUPERSEDED)
                     for i, d in enumerate(self.dispatches)]
         left = [(d, outcome) for d, outcome in zip(self.dispatches, outcomes) if d.execution_id not in self.given_back]
         if left:  # runs that did not start (or were not written): their places, but a duplicate's
@@ -335,7 +336,7 @@ def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] |
     (tickwork.dispatch.budget), but for a 'duplicate': another delivery of the same attempt may be running
     it, and gives the place back when it ends. Failing that, each place lapses on its own."""
     if outcomes is not None:
-        runs = [d for d, outcome in zip(runs, outcomes) if outcome != "duplicate"]
+        runs = [d for d, outcome in zip(runs, outcomes) if outcome != NotStarted.DUPLICATE]
     try:
         svc.in_flight.release(runs)
     except RedisError:
@@ -348,9 +349,9 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
     awaiting their completion; outcomes in event order."""
     try:
         executor = Executor(svc, http_client(svc.settings))
-        runs = [d for d in dispatches if d.kind == "run"]
-        notes = [d for d in dispatches if d.kind == "notification"]
-        checks = [d for d in dispatches if d.kind == "completion"]
+        runs = [d for d in dispatches if d.kind == DispatchKind.RUN]
+        notes = [d for d in dispatches if d.kind == DispatchKind.NOTIFICATION]
+        checks = [d for d in dispatches if d.kind == DispatchKind.COMPLETION]
         try:
             ran = executor.run(runs)  # gives each run's place back as it ends
         except BaseException:
@@ -359,7 +360,7 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
         outcomes = iter(ran)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
         settled = iter(executor.settle_waits(checks))
-        by_kind = {"run": outcomes, "notification": delivered, "completion": settled}
+        by_kind = {DispatchKind.RUN: outcomes, DispatchKind.NOTIFICATION: delivered, DispatchKind.COMPLETION: settled}
         return {"outcomes": [next(by_kind[d.kind]) for d in dispatches if d.kind in by_kind]}
     finally:
         metrics.flush()

@@ -19,6 +19,7 @@ from typing import Any
 from tickwork.interfaces import Attempt, Group, Result, Results, RunSteps
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.runs.pool import ElasticPool
+from tickwork.vocab import NotStarted
 
 # Runs grouped in one invocation (a burst) get ready and await their responses within this many threads.
 MAX_PARALLEL_SENDS = 50
@@ -132,7 +133,7 @@ class Sending:
                     slot.dropped, prepared = True, slot.prepared
                 if prepared is not None:
                     prepared.abandon()
-                self.results.not_started(slot.dispatch, "skipped")
+                self.results.not_started(slot.dispatch, NotStarted.SKIPPED)
         with self.sender.writing():
             return [slot for slot in held if slot.run.id not in dropped and self._due(slot)]
 

@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 from tickwork import metrics
 from tickwork.models import StartedExecution
 from tickwork.store import stops as store
+from tickwork.vocab import NotStarted
 from tickwork.wiring import Services
 
 logger = Logger(child=True)
@@ -47,5 +48,5 @@ def dropped(svc: Services, runs: Sequence[StartedExecution]) -> set[str]:
         if run.id in stopped:
             logger.info("run not sent: its job was stopped before its instant", extra={
                 "execution_id": run.id, "job_id": run.job_id, "attempt": run.attempt, "job_status": stopped[run.id]})
-            metrics.record_not_started("skipped")
+            metrics.record_not_started(NotStarted.SKIPPED)
     return set(stopped)

@@ -24,9 +24,9 @@ from zoneinfo import ZoneInfo
 from tickwork.calendars.rules import Calendar, excluded_by
 from tickwork.schedule.engine import Schedule, floor_ms, resolve_wall, zone
 from tickwork.timeutil import from_ms
+from tickwork.vocab import OnExcluded
 
-ON_EXCLUDED = ("skip", "next_day")
-DEFAULT_ON_EXCLUDED = "skip"
+DEFAULT_ON_EXCLUDED = OnExcluded.SKIP
 # How far a `next_day` slot may move: past a year of excluded dates, the calendar is the schedule's end.
 MOVE_DAYS = 366
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -68,7 +68,7 @@ class ExcludingSchedule:
     # ------------------------------------------------------------ the set of slots
 
     def next_after_ms(self, after_ms: int) -> int | None:
-        if self.on_excluded != "next_day" or not self.calendars:
+        if self.on_excluded != OnExcluded.NEXT_DAY or not self.calendars:
             return self.base.next_after_ms(after_ms)
         if after_ms not in self._nexts:
             if len(self._nexts) >= _MEMO_SIZE:
@@ -77,7 +77,7 @@ class ExcludingSchedule:
         return self._nexts[after_ms]
 
     def period_ms(self, from_ms: int, to_ms: int) -> int | None:
-        return self.base.period_ms(from_ms, to_ms) if self.on_excluded != "next_day" else None
+        return self.base.period_ms(from_ms, to_ms) if self.on_excluded != OnExcluded.NEXT_DAY else None
 
     def next_after(self, after: datetime) -> datetime | None:
         found = self.next_after_ms(floor_ms(after))
@@ -90,7 +90,7 @@ class ExcludingSchedule:
         """The calendar whose exclusion makes this slot a `skipped` record instead of a run (None: it runs)."""
         day = self.local_date(slot_ms)
         name = excluded_by(self.calendars, day)
-        if name is None or (self.on_excluded == "next_day" and self._landing(day, {}) is not None):
+        if name is None or (self.on_excluded == OnExcluded.NEXT_DAY and self._landing(day, {}) is not None):
             return None
         return name
 
@@ -186,7 +186,7 @@ class ExcludingSchedule:
 
     def _moved_from(self, slot_ms: int) -> datetime | None:
         """For a preview: the first slot of an excluded date that next_day moved to `slot_ms`, if any."""
-        if self.on_excluded != "next_day" or self.excluded_by(slot_ms) is not None:
+        if self.on_excluded != OnExcluded.NEXT_DAY or self.excluded_by(slot_ms) is not None:
             return None
         landing = self.local_date(slot_ms)
         time_of_day = self._wall(slot_ms // 1000) - self._wall_midnight(landing)

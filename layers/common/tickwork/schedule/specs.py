@@ -10,6 +10,7 @@ from tickwork.models import JobRow
 from tickwork.rules import policy
 from tickwork.schedule.engine import Schedule, from_spec, parse_schedule
 from tickwork.timeutil import to_ms
+from tickwork.vocab import JobStatus
 
 if TYPE_CHECKING:
     from tickwork.store.maintenance import IndexRow
@@ -70,7 +71,7 @@ def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]
 
 def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
     """Make the due index match a job already written to Postgres (the source of truth)."""
-    if job.status != "active" or job.next_run_at is None:
+    if job.status != JobStatus.ACTIVE or job.next_run_at is None:
         index.remove_job(job.id, pipeline)
         return
     index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)

@@ -26,6 +26,7 @@ from tickwork.secrets.crypto import CURRENT_VERSION_TTL_SECONDS, Keyring, requir
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore, SecretRow
 from tickwork.tenant import audit
+from tickwork.vocab import AuditAction
 
 if TYPE_CHECKING:
     from tickwork.scope import Scope
@@ -65,7 +66,7 @@ def _put_sealed(
     if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
         raise ConflictError(f"a tenant has at most {MAX_SECRETS} secrets", field="name")
     put = store.put_secret(conn, scope.tenant_id, name, sealed, scope.now, allowed_hosts, keep_hosts)
-    audit.record(conn, scope, audit.SECRET_PUT, target=name)  # its name only: never its value
+    audit.record(conn, scope, AuditAction.SECRET_PUT, target=name)  # its name only: never its value
     return put
 
 
@@ -79,7 +80,7 @@ def delete_secret(scope: Scope, name: str) -> None:
     with scope.db.connection() as conn, conn.transaction():
         if not (interpolation.NAME.match(name) and store.delete_secret(conn, scope.tenant_id, name)):
             raise NotFoundError("secret not found")
-        audit.record(conn, scope, audit.SECRET_DELETED, target=name)
+        audit.record(conn, scope, AuditAction.SECRET_DELETED, target=name)
 
 
 def check_request(
@@ -128,7 +129,7 @@ def _rotate(keyring: Keyring, conn: Any, scope: Scope) -> str:
     store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
     secret = signing.new_secret()
     _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
-    audit.record(conn, scope, audit.SIGNING_SECRET_ROTATED)
+    audit.record(conn, scope, AuditAction.SIGNING_SECRET_ROTATED)
     return secret
 
 

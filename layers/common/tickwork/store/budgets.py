@@ -80,11 +80,21 @@ def _waiting(execution_id: str, tenant_id: str, override: int | None, scheduled_
     return WaitingRun(execution_id, tenant_id, override, None if delayed_at is None else to_ms(delayed_at), held)
 
 
-def hold_back(conn: Any, runs: Sequence[tuple[str, int, bool, str]], now: datetime) -> list[str]:
-    """Note (execution id, attempt, missed, note) runs: held back (missed False) or recorded missed; returns
-    the ids recorded missed (a run that started meanwhile is left alone)."""
+@dataclass(frozen=True)
+class Held:
+    """A dispatched attempt the budget does not send now: held back with why, or recorded missed (too late)."""
+
+    execution_id: str
+    attempt: int
+    missed: bool
+    note: str
+
+
+def hold_back(conn: Any, runs: Sequence[Held], now: datetime) -> list[str]:
+    """Note the runs held back or recorded missed; returns the ids recorded missed (a run that started meanwhile
+    is left alone)."""
     if not runs:
         return []
-    params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "missed": [r[2] for r in runs],
-              "notes": [r[3] for r in runs], "now": now}
+    params = {"ids": [r.execution_id for r in runs], "attempts": [r.attempt for r in runs],
+              "missed": [r.missed for r in runs], "notes": [r.note for r in runs], "now": now}
     return [row[0] for row in conn.execute(_HOLD_BACK, params).fetchall() if row[1]]

@@ -1,17 +1,14 @@
-"""SQL over executions and attempts: the database barrier that makes every slot run at most once."""
+"""SQL over executions: the database barrier that makes every slot run at most once, and every attempt start at
+most once (tickwork.store.attempts writes their ends)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-import psycopg
-from aws_lambda_powertools import Logger
-
 from tickwork.models import StartedExecution
-
-logger = Logger(child=True)
+from tickwork.vocab import PENDING_STATUSES, NotStarted, Overlap, RunStatus
 
 # A claim is recorded only if the job is still active, still at the version whose schedule produced
 # it, and not already past the claimed slot; the same statement advances next_run_at (so Postgres can
@@ -79,24 +76,54 @@ class Slot:
     # The fire slot's date is excluded by one of the job's calendars: recorded skipped with this note, not run.
     skipped_note: str | None = None
 
-    def rows(self) -> list[tuple[str, datetime, str, int | None, str | None]]:
-        """(id, scheduled_for, status, missed_count, note) of each execution row this claim creates."""
-        rows: list[tuple[str, datetime, str, int | None, str | None]] = []
+    def rows(self) -> list[NewRun]:
+        """Each execution row this claim creates."""
+        rows: list[NewRun] = []
         if self.missed_count:
-            rows.append((str(uuid.uuid4()), self.claimed, "missed", self.missed_count, self.missed_note))
+            rows.append(NewRun(str(uuid.uuid4()), self.job_id, self.claimed, RunStatus.MISSED, self.missed_count,
+                               self.missed_note))
         if self.fire is not None:
-            status = "queued" if self.skipped_note is None else "skipped"
-            rows.append((str(uuid.uuid4()), self.fire, status, None, self.skipped_note))
+            status = RunStatus.QUEUED if self.skipped_note is None else RunStatus.SKIPPED
+            rows.append(NewRun(str(uuid.uuid4()), self.job_id, self.fire, status, None, self.skipped_note))
         return rows
 
 
 @dataclass(frozen=True)
+class NewRun:
+    """An execution row a claim creates: its run, or the one row that stands for the slots it missed."""
+
+    id: str
+    job_id: str
+    scheduled_for: datetime
+    status: RunStatus
+    missed_count: int | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run a claim recorded, to dispatch: only the claim that inserted it may."""
+
+    execution_id: str
+    job_id: str
+    slot: datetime
+
+
+@dataclass(frozen=True)
+class RunTenant:
+    """A run's tenant and that tenant's max_runs_in_flight override (None: the default)."""
+
+    tenant_id: str
+    max_runs_in_flight: int | None
+
+
+@dataclass(frozen=True)
 class Recorded:
-    runs: list[tuple[str, str, datetime]]  # (execution_id, job_id, slot) to dispatch: only the inserter may
+    runs: list[RecordedRun]
     missed: int  # slots recorded missed
-    # Each run's tenant and that tenant's max_runs_in_flight override (None: the default), as written with
-    # it: the dispatch step's budget needs no read of its own for them (tickwork.dispatch.budget).
-    tenants: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    # Each run's tenant, as written with it: the dispatch step's budget needs no read of its own for them
+    # (tickwork.dispatch.budget).
+    tenants: dict[str, RunTenant] = field(default_factory=dict)
 
 
 # A claim recorded after a later claim of the same job (two ticks overlapped: the first outlived its tick
@@ -122,22 +149,22 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
     _RECORD_LATE_CLAIMS)."""
     if not slots:
         return Recorded([], 0)
-    rows = [(job_row, s.job_id) for s in slots for job_row in s.rows()]
+    rows = [row for s in slots for row in s.rows()]
     params = {
         "job_ids": [s.job_id for s in slots],
         "claimed": [s.claimed for s in slots],
         "nexts": [s.next_run_at for s in slots],
         "versions": [s.version for s in slots],
-        "run_ids": [r[0] for r, _ in rows],
-        "run_jobs": [job_id for _, job_id in rows],
-        "run_slots": [r[1] for r, _ in rows],
-        "run_statuses": [r[2] for r, _ in rows],
-        "run_missed": [r[3] for r, _ in rows],
-        "run_notes": [r[4] for r, _ in rows],
+        "run_ids": [r.id for r in rows],
+        "run_jobs": [r.job_id for r in rows],
+        "run_slots": [r.scheduled_for for r in rows],
+        "run_statuses": [r.status for r in rows],
+        "run_missed": [r.missed_count for r in rows],
+        "run_notes": [r.note for r in rows],
         "lost_note": LOST_CLAIM_NOTE,
     }
     inserted = conn.execute(_RECORD_CLAIMS, params).fetchall()
-    queued = [r for r in inserted if r[3] == "queued"]
+    queued = [r for r in inserted if r[3] == RunStatus.QUEUED]
     recorded = {(r[1], r[2]) for r in queued}
     refused = [s for s in slots if s.fire is not None and s.fire == s.claimed and not s.missed_count
                and s.skipped_note is None and (s.job_id, s.fire) not in recorded]
@@ -147,8 +174,8 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
             "job_ids": [s.job_id for s in refused], "slots": [s.claimed for s in refused],
             "versions": [s.version for s in refused], "lost_note": LOST_CLAIM_NOTE,
         }).fetchall()
-    return Recorded([(r[0], r[1], r[2]) for r in queued], sum(r[4] for r in inserted if r[3] == "missed"),
-                    {r[0]: (r[5], r[6]) for r in queued})
+    return Recorded([RecordedRun(r[0], r[1], r[2]) for r in queued],
+                    sum(r[4] for r in inserted if r[3] == RunStatus.MISSED), {r[0]: RunTenant(r[5], r[6]) for r in queued})
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
@@ -167,8 +194,6 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 # runs of a paused one. A manual run is outside the schedule: it goes ahead paused or not, retries included;
 # so does a replayed run (tickwork.rules.replay), asked for by hand as a manual run is.
 STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule' AND e.replay_count = 0))"
-_PENDING = ("queued", "waiting", "retrying")
-
 
 _STOPPED_NOTE = "skipped: the job was "
 
@@ -178,10 +203,21 @@ def stopped_note(job_status: str) -> str:
     return _STOPPED_NOTE + job_status
 
 
-# A StartedExecution's fields, in their order, from `executions e JOIN jobs j`.
-STARTED_COLUMNS = ("e.id::text, e.job_id::text, e.tenant_id::text, e.scheduled_for, e.attempt_count, j.request,"
-                   " j.retry, j.overlap, e.attempt_started_at, j.success, j.notify, j.pause_after_failures,"
-                   " e.replay_base, e.replay_count, j.completion")
+# Each StartedExecution field and its SQL over `executions e JOIN jobs j`: the one list both the columns selected
+# and the row's mapping to the object (by field name) come from.
+_STARTED = {
+    "id": "e.id::text", "job_id": "e.job_id::text", "tenant_id": "e.tenant_id::text", "scheduled_for": "e.scheduled_for",
+    "attempt": "e.attempt_count", "request": "j.request", "retry": "j.retry", "overlap": "j.overlap",
+    "attempt_started_at": "e.attempt_started_at", "success": "j.success", "notify": "j.notify",
+    "pause_after_failures": "j.pause_after_failures", "replay_base": "e.replay_base", "replay_count": "e.replay_count",
+    "completion": "j.completion",
+}
+STARTED_COLUMNS = ", ".join(f"{sql} AS {name}" for name, sql in _STARTED.items())
+
+
+def started_execution(row: Sequence[Any]) -> StartedExecution:
+    """The run a row selected with STARTED_COLUMNS first describes (columns after them are the caller's)."""
+    return StartedExecution(**dict(zip(_STARTED, row[:len(_STARTED)])))
 
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
 # overlapping runs (and retries, which continue a run already started, and replays, which send an ended
@@ -218,7 +254,7 @@ def skip_scheduled(conn: Any, job_id: str, at: datetime) -> None:
     conn.execute(
         "UPDATE executions SET status = 'skipped', last_error = %s, next_attempt_at = NULL, finished_at = %s"
         " WHERE job_id = %s AND trigger = 'schedule' AND replay_count = 0 AND status = ANY(%s)",
-        (stopped_note("paused"), at, job_id, list(_PENDING)),
+        (stopped_note("paused"), at, job_id, list(PENDING_STATUSES)),
     )
 
 
@@ -245,7 +281,7 @@ _SKIPPED_BUSY = "skipped: the previous run was still in progress (overlap skip)"
 _SKIPPED_QUEUE_FULL = "skipped: a run was already waiting for the one in progress (overlap queue_one)"
 
 
-def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
+def start_attempt(conn: Any, execution_id: str, attempt: int) -> StartedExecution | NotStarted:
     """Conditionally move the execution to running.
 
     Returns the started run, or why it did not start: 'duplicate' (another delivery already started
@@ -274,10 +310,10 @@ def _start(conn: Any, runs: Sequence[tuple[str, int]], guarded: bool) -> list[St
         return []
     params = {"ids": [r[0] for r in runs], "attempts": [r[1] for r in runs], "guarded": guarded,
               "note": _STOPPED_NOTE}
-    return [StartedExecution(*row) for row in conn.execute(_START, params).fetchall()]
+    return [started_execution(row) for row in conn.execute(_START, params).fetchall()]
 
 
-def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | str:
+def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecution | NotStarted:
     """First attempt of a job that forbids overlap: decide under a per-job lock, so two runs starting
     at once cannot both see the other as not running."""
     with conn.transaction():
@@ -286,153 +322,23 @@ def start_guarded(conn: Any, execution_id: str, attempt: int) -> StartedExecutio
             " WHERE e.id = %s AND e.status = 'queued' AND e.attempt_count = 0 AND %s = 1",
             (execution_id, attempt),
         ).fetchone()
-        if info is None or info[1] == "allow":
-            return "duplicate"
+        if info is None or info[1] == Overlap.ALLOW:
+            return NotStarted.DUPLICATE
         job_id, overlap = info
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (job_id,))
         if not conn.execute(_IN_PROGRESS, {"job": job_id, "id": execution_id}).fetchone()[0]:
             started = _start(conn, [(execution_id, attempt)], guarded=True)
-            return started[0] if started else "duplicate"
-        status: str = "skipped"
+            return started[0] if started else NotStarted.DUPLICATE
+        status = NotStarted.SKIPPED
         note_or_none: str | None = _SKIPPED_BUSY
-        if overlap == "queue_one":
+        if overlap == Overlap.QUEUE_ONE:
             waiting = conn.execute(
                 "SELECT 1 FROM executions WHERE job_id = %s AND status = 'waiting' LIMIT 1", (job_id,)
             ).fetchone()
-            status, note_or_none = ("skipped", _SKIPPED_QUEUE_FULL) if waiting else ("waiting", None)
+            status, note_or_none = (NotStarted.SKIPPED, _SKIPPED_QUEUE_FULL) if waiting else (NotStarted.WAITING, None)
         conn.execute(
             "UPDATE executions SET status = %s, last_error = %s,"
             " finished_at = CASE WHEN %s = 'skipped' THEN now() END WHERE id = %s",
             (status, note_or_none, status, execution_id),
         )
         return status
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    number: int
-    started_at: datetime
-    duration_ms: int
-    status_code: int | None
-    response_body: str | None
-    error: str | None
-
-
-_PROMOTE_WAITING = """
-UPDATE executions SET status = 'queued'
- WHERE id = (SELECT w.id FROM executions w
-              WHERE w.job_id = (SELECT job_id FROM executions WHERE id = %s) AND w.status = 'waiting'
-              ORDER BY w.scheduled_for LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING id::text
-"""
-
-
-# The same per-job lock as _start_guarded: a run being parked `waiting` right now is seen, not stranded.
-_LOCK_JOB_OF = """
-SELECT pg_advisory_xact_lock(hashtextextended(e.job_id::text, 0))
-  FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %s AND j.overlap <> 'allow'
-"""
-FINAL_STATUSES = ("succeeded", "failed", "lost")
-
-
-def promote_waiting(conn: Any, finished_execution_id: str) -> str | None:
-    """A run ended: the run waiting behind it (overlap queue_one), if any, becomes queued.
-
-    Call inside the transaction that ended the run, so the lock covers both."""
-    conn.execute(_LOCK_JOB_OF, (finished_execution_id,))
-    row = conn.execute(_PROMOTE_WAITING, (finished_execution_id,)).fetchone()
-    return None if row is None else row[0]
-
-
-# One statement: each run's new status and its attempt row, or neither if the run is no longer ours.
-# The attempt row is built from the very input row that updated the run (RETURNING r.*), so a run listed
-# twice still gets at most one status and one attempt row.
-_FINISH = """
-WITH ended AS (
-    UPDATE executions e
-       SET status = r.status, next_attempt_at = r.next_attempt_at, last_error = r.error,
-           finished_at = CASE WHEN r.status IN ('succeeded', 'failed', 'lost') THEN now() END
-      FROM unnest(%(ids)s::uuid[], %(statuses)s::text[], %(nexts)s::timestamptz[], %(numbers)s::int[],
-                  %(started)s::timestamptz[], %(durations)s::int[], %(codes)s::int[], %(bodies)s::text[],
-                  %(errors)s::text[])
-        AS r(id, status, next_attempt_at, number, started_at, duration_ms, status_code, response_body, error)
-     WHERE e.id = r.id AND e.status = 'running' AND e.attempt_count = r.number
- RETURNING r.*
-), recorded AS (
-    INSERT INTO attempts (execution_id, number, started_at, duration_ms, status_code, response_body, error)
-    SELECT id, number, started_at, duration_ms, status_code, response_body, error FROM ended
-    ON CONFLICT DO NOTHING
-)
-SELECT id::text FROM ended
-"""
-
-
-# What the database answers when it refuses the values of a row (not when it cannot be reached).
-_REFUSED_ROW = (psycopg.DataError, psycopg.IntegrityError)
-UNSTORED_NOTE = "response not stored: the database refused it"
-
-Finished = tuple[str, AttemptRecord, str, datetime | None]  # (execution_id, attempt, status, next_attempt_at)
-
-
-def finish_attempt(
-    conn: Any, execution_id: str, attempt: AttemptRecord, status: str, next_attempt_at: datetime | None,
-    may_release: bool = True,
-) -> tuple[bool, str | None]:
-    """Store the attempt and the execution's new status atomically.
-
-    Returns whether the run was still ours (False if it was taken from us, e.g. marked lost) and the id
-    of a waiting run this one's end released, which the caller must dispatch. `may_release=False` (a
-    job that allows overlap, so nothing ever waits behind it) skips that part: one statement in all.
-
-    An attempt the database refuses (a value it cannot hold) is stored without its response body, with
-    UNSTORED_NOTE in its error: the run still ends, with the status it earned.
-    """
-    result = (execution_id, attempt, status, next_attempt_at)
-    try:
-        return _finish_one(conn, result, may_release)
-    except _REFUSED_ROW as exc:
-        # The exception's text may quote the row (the response): only its kind is logged.
-        logger.warning("attempt stored without its response", extra={
-            "execution_id": execution_id, "attempt": attempt.number, "reason": type(exc).__name__})
-        return _finish_one(conn, (execution_id, _without_response(attempt), status, next_attempt_at), may_release)
-
-
-def finish_attempts(conn: Any, results: Sequence[Finished]) -> set[str]:
-    """finish_attempt(..., may_release=False) for many (execution_id, attempt, status, next_attempt_at)
-    in one statement; returns the ids of the runs that were still ours, whose attempt was recorded.
-
-    Only for runs whose end cannot release a waiting run (overlap allow, or a status that is not final):
-    this never promotes one. Callers list a run once (an executor records one attempt per run per group);
-    a run listed twice would end once, by either entry. Call outside a transaction: a batch the database
-    refuses is written run by run, so one unwritable row costs at most its own response body.
-    """
-    try:
-        return _finish(conn, results)
-    except _REFUSED_ROW:
-        return {r[0] for r in results if finish_attempt(conn, *r, may_release=False)[0]}
-
-
-def _finish_one(conn: Any, result: Finished, may_release: bool) -> tuple[bool, str | None]:
-    if not (may_release and result[2] in FINAL_STATUSES):
-        return bool(_finish(conn, [result])), None
-    with conn.transaction():
-        if not _finish(conn, [result]):
-            return False, None
-        return True, promote_waiting(conn, result[0])
-
-
-def _finish(conn: Any, results: Sequence[Finished]) -> set[str]:
-    if not results:
-        return set()
-    params = {
-        "ids": [r[0] for r in results], "statuses": [r[2] for r in results], "nexts": [r[3] for r in results],
-        "numbers": [r[1].number for r in results], "started": [r[1].started_at for r in results],
-        "durations": [r[1].duration_ms for r in results], "codes": [r[1].status_code for r in results],
-        "bodies": [r[1].response_body for r in results], "errors": [r[1].error for r in results],
-    }
-    return {row[0] for row in conn.execute(_FINISH, params).fetchall()}
-
-
-def _without_response(attempt: AttemptRecord) -> AttemptRecord:
-    error = UNSTORED_NOTE if attempt.error is None else f"{attempt.error}; {UNSTORED_NOTE}"
-    return replace(attempt, response_body=None, error=error)

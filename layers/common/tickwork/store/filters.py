@@ -5,10 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-# Every state an execution can be in (the executions_status_check constraint of the schema).
-EXECUTION_STATUSES = ("queued", "waiting", "running", "retrying", "awaiting_completion", "succeeded", "failed",
-                      "skipped", "missed", "lost")
-
 
 @dataclass(frozen=True)
 class JobFilter:

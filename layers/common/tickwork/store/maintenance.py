@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from tickwork.models import StartedExecution
-from tickwork.store.executions import STARTED_COLUMNS
+from tickwork.store.executions import STARTED_COLUMNS, started_execution
 
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"
 _LAST_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
@@ -195,7 +195,7 @@ def awaiting_dispatch(
 def long_running(conn: Any, before: datetime, batch: int, max_pages: int) -> Iterator[list[RunningAttempt]]:
     """Pages of attempts still running that started before `before`."""
     for rows in _pages(conn, _LONG_RUNNING, {"before": before}, batch, max_pages):
-        yield [RunningAttempt(StartedExecution(*row[:-1]), row[-1]) for row in rows]
+        yield [RunningAttempt(started_execution(row), row[-1]) for row in rows]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from psycopg.types.json import Jsonb
 
 from tickwork.models import StartedExecution
 from tickwork.rules.notifications import Event, Verdict, WatchState
-from tickwork.store.executions import STARTED_COLUMNS
+from tickwork.store.executions import STARTED_COLUMNS, started_execution
 from tickwork.store.maintenance import Budget, delete_in_batches
 
 _LOCK_STATES = """
@@ -141,7 +141,7 @@ def save_states(conn: Any, verdicts: Sequence[Verdict], now: datetime) -> None:
 
 def run_of(conn: Any, execution_id: str) -> StartedExecution | None:
     row = conn.execute(_RUN, {"id": execution_id}).fetchone()
-    return None if row is None else StartedExecution(*row)
+    return None if row is None else started_execution(row)
 
 
 def insert_events(conn: Any, events: Sequence[Event], due: datetime) -> list[str]:

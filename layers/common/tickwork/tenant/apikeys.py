@@ -15,6 +15,7 @@ from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import access, audit
 from tickwork.tenant.definition import FieldChange
 from tickwork.tenant.lookup import parse_id
+from tickwork.vocab import AuditAction
 
 # Keys are for people and systems (CI, a service, a laptop), not minted per request; the list is one page.
 MAX_KEYS = 100
@@ -28,7 +29,7 @@ def create_key(scope: Scope, name: str, scopes: Sequence[str] | None = None) -> 
             raise QuotaExceededError("max_api_keys", MAX_KEYS,
                                      f"a tenant may have at most {MAX_KEYS} API keys; delete one first")
         row, token = store.create_key(conn, scope.tenant_id, name, granted, scope.now)
-        audit.record(conn, scope, audit.API_KEY_CREATED, target=row.id, changes=(
+        audit.record(conn, scope, AuditAction.API_KEY_CREATED, target=row.id, changes=(
             FieldChange("name", None, row.name), FieldChange("scopes", None, list(row.scopes))))
         return row, token
 
@@ -74,6 +75,6 @@ def delete_key(scope: Scope, key_id: str) -> None:
         assert target is not None  # live, and the tenant's row is locked
         access.check_covers(scope.scopes, target.scopes, f"that API key {key_id} holds, so it cannot delete it")
         store.revoke_key(conn, scope.tenant_id, key_id, scope.now)
-        audit.record(conn, scope, audit.API_KEY_DELETED, target=key_id)
+        audit.record(conn, scope, AuditAction.API_KEY_DELETED, target=key_id)
 
 

@@ -2,9 +2,9 @@
 keys, signing secret or calendars calls `record` in the transaction of the change, so an entry exists exactly
 when the change does.
 
-A new kind of change gets an action here (and in tickwork.api.audit.AuditAction, which a test holds equal) and
-one call in its service, inside the transaction that writes it, as calendars do:
-`audit.record(conn, scope, audit.CALENDAR_PUT, target=name)`.
+A new kind of change gets an action (tickwork.vocab.AuditAction: the API lists and documents the same) and one
+call in its service, inside the transaction that writes it, as calendars do:
+`audit.record(conn, scope, AuditAction.CALENDAR_PUT, target=name)`.
 
 `changes` are fields before and after, as the API shows them: a sensitive header's value is REDACTED, a
 secret's value never appears (secrets are named only), an API key's token never (its id and name only). A long
@@ -24,32 +24,18 @@ from tickwork.store.filters import AuditFilter
 from tickwork.tenant import audit_bounds
 from tickwork.tenant.access import AUDIT_READ
 from tickwork.tenant.definition import FieldChange, definition, definition_changes, shown
+from tickwork.vocab import AuditAction
 
-JOB_CREATED = "job.created"
-JOB_UPDATED = "job.updated"
-JOB_PAUSED = "job.paused"
-JOB_RESUMED = "job.resumed"
-JOB_RUN = "job.run"
-JOB_REPLAYED = "job.replayed"
-JOB_DELETED = "job.deleted"
-SECRET_PUT = "secret.put"
-SECRET_DELETED = "secret.deleted"
-API_KEY_CREATED = "api_key.created"
-API_KEY_DELETED = "api_key.deleted"
-SIGNING_SECRET_ROTATED = "signing_secret.rotated"
-CALENDAR_PUT = "calendar.put"
-CALENDAR_DELETED = "calendar.deleted"
-ACTIONS = (JOB_CREATED, JOB_UPDATED, JOB_PAUSED, JOB_RESUMED, JOB_RUN, JOB_REPLAYED, JOB_DELETED, SECRET_PUT,
-           SECRET_DELETED, API_KEY_CREATED, API_KEY_DELETED, SIGNING_SECRET_ROTATED, CALENDAR_PUT, CALENDAR_DELETED)
+_ACTIONS = frozenset(AuditAction)
 # What a job's state is besides its definition: a change of these is recorded with the definition's.
 _STATE_FIELDS = ("status", "key")
 _NOBODY = Actor()
 
 
-def record(conn: Any, scope: Scope, action: str, *, job_id: str | None = None, target: str | None = None,
+def record(conn: Any, scope: Scope, action: AuditAction, *, job_id: str | None = None, target: str | None = None,
            changes: Sequence[FieldChange] | None = None) -> None:
     """One entry for a change `scope`'s actor makes, on `conn` inside the change's transaction."""
-    if action not in ACTIONS:
+    if action not in _ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     actor = scope.actor or _NOBODY
     kept = None if changes is None else audit_bounds.bound(

@@ -29,6 +29,7 @@ from tickwork.store import calendars as store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.calendars import CalendarRow
 from tickwork.tenant import audit
+from tickwork.vocab import AuditAction, OnExcluded
 
 # Names as tags spell them, without `:`, `/` or `=`: `us-holidays`, `uk_bank.2026`.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -70,7 +71,7 @@ def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str
         if store.get(conn, scope.tenant_id, name) is None and store.count(conn, scope.tenant_id) >= MAX_CALENDARS:
             raise ConflictError(f"a tenant has at most {MAX_CALENDARS} calendars: delete one first", field="name")
         created = store.put(conn, scope.tenant_id, row)
-        audit.record(conn, scope, audit.CALENDAR_PUT, target=name)
+        audit.record(conn, scope, AuditAction.CALENDAR_PUT, target=name)
         stored = store.get(conn, scope.tenant_id, name)
         assert stored is not None
         moved = [] if created else _reaimed(scope, conn, name)
@@ -129,7 +130,7 @@ def delete_calendar(scope: Scope, name: str) -> None:
             more = " and more" if len(users) > _NAMED_JOBS else ""
             raise ConflictError(f"calendar is used by job(s) {named}{more}: change their calendar first", field="name")
         store.delete(conn, scope.tenant_id, name)
-        audit.record(conn, scope, audit.CALENDAR_DELETED, target=name)
+        audit.record(conn, scope, AuditAction.CALENDAR_DELETED, target=name)
 
 
 # ---------------------------------------------------------------- jobs
@@ -154,7 +155,7 @@ def job_schedule(job: JobRow, calendars: Sequence[Calendar]) -> Schedule | Exclu
     base = scheduling.job_schedule(job)
     if not job.calendar:
         return base
-    return with_calendars(base, calendars, job.calendar.get("on_excluded", "skip"))
+    return with_calendars(base, calendars, job.calendar.get("on_excluded", DEFAULT_ON_EXCLUDED))
 
 
 def aimed(job: JobRow, calendars: Sequence[Calendar], now: datetime) -> JobRow:
@@ -194,7 +195,7 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         freed = released(job, scope.now)
-        if job.status != "active" or (freed is job and (job.calendar or {}).get("on_excluded") != "next_day"):
+        if job.status != "active" or (freed is job and (job.calendar or {}).get("on_excluded") != OnExcluded.NEXT_DAY):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
         shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)

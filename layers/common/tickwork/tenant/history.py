@@ -2,6 +2,8 @@
 execution's attempts, and a job's last notifications."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tickwork.models import Key, Page
 from tickwork.rules.notifications import LIST_LIMIT
 from tickwork.scope import Scope
@@ -35,12 +37,20 @@ def _slot_key(execution: ExecutionRow) -> Key:
     return execution.scheduled_for, execution.id
 
 
-def get_execution(scope: Scope, execution_id: str) -> tuple[ExecutionRow, list[AttemptRow]]:
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """An execution with its attempts, first to last."""
+
+    execution: ExecutionRow
+    attempts: list[AttemptRow]
+
+
+def get_execution(scope: Scope, execution_id: str) -> ExecutionRecord:
     """An execution with its attempts; kept (and shown) after its job is deleted."""
     execution_id = parse_id(execution_id, "execution")
     with scope.db.connection() as conn:
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
-        return execution, history_store.list_attempts(conn, execution.id)
+        return ExecutionRecord(execution, history_store.list_attempts(conn, execution.id))
 
 
 def job_notifications(scope: Scope, job_id: str) -> list[notifications_store.NotificationRow]:

@@ -37,6 +37,7 @@ from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import audit, calendars, quotas
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
+from tickwork.vocab import AuditAction
 
 # Owned by the HTTP client (framing) or by the executor (run identity); a job may not set them.
 _RESERVED_HEADERS = frozenset(
@@ -110,7 +111,7 @@ def create_job(scope: Scope, draft: JobDraft, then: Callable[[Any, JobRow], None
             jobs_store.insert_job(conn, job)
         if then is not None:
             then(conn, job)
-        audit.record(conn, scope, audit.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
+        audit.record(conn, scope, AuditAction.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
     scheduling.index_job(scope.index, job)
     return created
 
@@ -156,7 +157,7 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
 
 def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobWithCalendars:
     """Apply a partial update (only the keys present in `changes`); see `_apply` for the rules."""
-    return transition(scope, job_id, lambda _, job: Edited(_apply(scope, job, changes)), action=audit.JOB_UPDATED)
+    return transition(scope, job_id, lambda _, job: Edited(_apply(scope, job, changes)), action=AuditAction.JOB_UPDATED)
 
 
 def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
@@ -165,13 +166,13 @@ def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
     finishes its attempt and is not retried (tickwork.runs.bounds); manual runs go ahead."""
     paused = transition(scope, job_id, lambda _, job: Edited(_paused(job)),
                         then=lambda conn, job: executions_store.skip_scheduled(conn, job.id, scope.now),
-                        action=audit.JOB_PAUSED)
+                        action=AuditAction.JOB_PAUSED)
     scope.index.mark_stopped(paused.job.id, paused.job.status)
     return paused
 
 
 def resume_job(scope: Scope, job_id: str) -> JobWithCalendars:
-    resumed = transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=audit.JOB_RESUMED)
+    resumed = transition(scope, job_id, lambda _, job: Edited(_resumed(job, scope.now)), action=AuditAction.JOB_RESUMED)
     scope.index.clear_stopped(resumed.job.id)
     return resumed
 
@@ -186,7 +187,7 @@ def delete_job(scope: Scope, job_id: str, only_if: Callable[[Any, JobRow], bool]
         name = jobs_store.delete_job(conn, scope.tenant_id, job_id, scope.now)
         if name is None:
             raise NotFoundError("job not found")
-        audit.record(conn, scope, audit.JOB_DELETED, job_id=job_id, target=name)
+        audit.record(conn, scope, AuditAction.JOB_DELETED, job_id=job_id, target=name)
     scope.index.remove_job(job_id)
     scope.index.mark_stopped(job_id, "deleted")  # its runs started ahead are dropped at their instant
     return True
@@ -200,7 +201,7 @@ def run_job(scope: Scope, job_id: str) -> ExecutionRow:
         job = found(jobs_store.get_job(conn, scope.tenant_id, job_id, lock=True), "job")
         execution_id = executions_store.insert_manual(conn, scope.tenant_id, job.id, scope.now)
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
-        audit.record(conn, scope, audit.JOB_RUN, job_id=job.id, target=execution_id)
+        audit.record(conn, scope, AuditAction.JOB_RUN, job_id=job.id, target=execution_id)
     scope.index.schedule_execution(execution_id, 1, to_ms(scope.now))
     return execution
 
@@ -258,7 +259,7 @@ def _key_taken(key: str | None) -> Iterator[None]:
 
 def transition(
     scope: Scope, job_id: str, change: Callable[[Any, JobRow], Edited],
-    then: Callable[[Any, JobRow], None] | None = None, action: str = audit.JOB_UPDATED,
+    then: Callable[[Any, JobRow], None] | None = None, action: str = AuditAction.JOB_UPDATED,
 ) -> JobWithCalendars:
     """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
     transaction, when it changed) with an audit entry of `action` naming what changed, then make the due index

@@ -24,6 +24,7 @@ from tickwork.store.history import ExecutionRow
 from tickwork.tenant import audit, quotas
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import rfc3339, to_ms
+from tickwork.vocab import AuditAction
 
 logger = Logger(child=True)
 
@@ -67,7 +68,7 @@ def replay_execution(scope: Scope, execution_id: str) -> ExecutionRow:
         if not queued:
             raise ConflictError("the run changed while it was being replayed; read it again")
         execution = found(history_store.get_execution(conn, scope.tenant_id, execution_id), "execution")
-        audit.record(conn, scope, audit.JOB_REPLAYED, job_id=execution.job_id, target=execution_id)
+        audit.record(conn, scope, AuditAction.JOB_REPLAYED, job_id=execution.job_id, target=execution_id)
     _dispatch(scope, queued)
     return execution
 
@@ -91,7 +92,7 @@ def replay_job(scope: Scope, job_id: str, ask: ReplayAsk) -> Replayed:
             return _answer(ids, replay.instants(start, len(ids), scope.settings.replay_per_second), True, at_limit)
         queued = _queue(conn, scope, ids, ask.statuses)
         if queued:  # the window as an ISO 8601 interval
-            audit.record(conn, scope, audit.JOB_REPLAYED, job_id=job_id,
+            audit.record(conn, scope, AuditAction.JOB_REPLAYED, job_id=job_id,
                          target=f"{rfc3339(ask.since)}/{rfc3339(ask.until)}")
     _dispatch(scope, queued)
     return _answer([q.execution_id for q in queued], [q.due for q in queued], False, at_limit)

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from tickwork.scope import Scope
 from tickwork.store import stats as stats_store
-from tickwork.store.filters import EXECUTION_STATUSES
+from tickwork.vocab import RunStatus
 
 DEFAULT_WINDOW_SECONDS = 3600
 # A day: a longer window is a report, not a health signal (a week at quota was 60 million runs to scan).
@@ -43,6 +43,6 @@ def run_stats(scope: Scope, window_seconds: int, max_runs: int = MAX_RUNS) -> Ru
             since = cut + _RESOLUTION
         counts = stats_store.runs_by_status(conn, scope.tenant_id, since, until)
         samples, percentiles = stats_store.fire_lag_percentiles(conn, scope.tenant_id, since, until)
-    runs = {status: counts.get(status, 0) for status in EXECUTION_STATUSES}
+    runs = {status.value: counts.get(status, 0) for status in RunStatus}
     lag = None if percentiles is None else (percentiles[0], percentiles[1], percentiles[2])
     return RunStats(since, until, runs, samples, lag, truncated=cut is not None)
