@@ -299,7 +299,7 @@ def test_a_claim_recorded_after_a_later_one_still_runs_its_slot_once(services: S
         next_run_at = conn.execute("SELECT next_run_at FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
     rows = executions(services, job_id)
     assert [(r[1], r[2]) for r in rows] == [(T0, "queued"), (T0 + second, "queued")]
-    assert [r[0] for r in later.runs] == [rows[1][0]] and [r[0] for r in late.runs] == [rows[0][0]]
+    assert [r.execution_id for r in later.runs] == [rows[1][0]] and [r.execution_id for r in late.runs] == [rows[0][0]]
     assert again.runs == [] and next_run_at == T0 + 2 * second
 
 

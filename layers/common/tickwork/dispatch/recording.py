@@ -73,7 +73,11 @@ class Recorder:
             part.postgres_round_trips += chunk.postgres_round_trips
             part.redis_round_trips += chunk.redis_round_trips
         failures += [
-            Failure(dispatch_member(d), None, reason(Step.ADMIT, error), fresh.get(d.execution_id, ("",))[0] or None,
+            Failure(dispatch_member(d), None, reason(Step.ADMIT, error), _tenant_of(fresh.get(d.execution_id)),
                     jobs.get(d.execution_id))
             for d, error in done.failed]
         return admitted
+
+
+def _tenant_of(run: RunTenant | None) -> str | None:
+    return run.tenant_id if run is not None else None

@@ -29,7 +29,7 @@ from tickwork.store import calendars as store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.calendars import CalendarRow
 from tickwork.tenant import audit
-from tickwork.vocab import AuditAction, OnExcluded
+from tickwork.vocab import AuditAction, JobStatus, OnExcluded
 
 # Names as tags spell them, without `:`, `/` or `=`: `us-holidays`, `uk_bank.2026`.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -161,14 +161,14 @@ def job_schedule(job: JobRow, calendars: Sequence[Calendar]) -> Schedule | Exclu
 def aimed(job: JobRow, calendars: Sequence[Calendar], now: datetime) -> JobRow:
     """The job with its next run as its calendars have it: the first slot after `now` that is not moved
     away (`next_day`); with `skip` the slots stay where the schedule puts them."""
-    if job.status != "active" or job.next_run_at is None or not job.calendar:
+    if job.status != JobStatus.ACTIVE or job.next_run_at is None or not job.calendar:
         return job
     return replace(job, next_run_at=job_schedule(job, calendars).next_after(now))
 
 
 def upcoming_runs(job: JobRow, calendars: Sequence[Calendar], count: int) -> list[datetime]:
     """The next `count` runs of a job with a calendar: moved ones where they run, skipped ones left out."""
-    if job.status != "active" or job.next_run_at is None or count < 1:
+    if job.status != JobStatus.ACTIVE or job.next_run_at is None or count < 1:
         return []
     schedule = job_schedule(job, calendars)
     if not isinstance(schedule, ExcludingSchedule):
@@ -195,14 +195,14 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         freed = released(job, scope.now)
-        if job.status != "active" or (freed is job and (job.calendar or {}).get("on_excluded") != OnExcluded.NEXT_DAY):
+        if job.status != JobStatus.ACTIVE or (freed is job and (job.calendar or {}).get("on_excluded") != OnExcluded.NEXT_DAY):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
         shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)
         again = aimed(replace(freed, next_run_at=first), shared, scope.now)
         if again != job:
             again = replace(again, version=job.version + 1, updated_at=scope.now,
-                            status="active" if again.next_run_at else "completed")
+                            status=JobStatus.ACTIVE if again.next_run_at else JobStatus.COMPLETED)
             jobs_store.update_job(conn, again)
             moved.append(again)
     return moved

@@ -37,7 +37,7 @@ from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import audit, calendars, quotas
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
-from tickwork.vocab import AuditAction
+from tickwork.vocab import AuditAction, JobStatus
 
 # Owned by the HTTP client (framing) or by the executor (run identity); a job may not set them.
 _RESERVED_HEADERS = frozenset(
@@ -125,7 +125,7 @@ def new_job(scope: Scope, draft: JobDraft) -> JobRow:
     job = JobRow(
         id=job_id, tenant_id=scope.tenant_id, name=draft.name, schedule=schedule.canonical,
         timezone=schedule.timezone, start_at=draft.start_at, end_at=draft.end_at,
-        request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status="active",
+        request=_checked_request(scope.settings, draft.request), retry=dict(draft.retry), status=JobStatus.ACTIVE,
         next_run_at=None, version=1, created_at=scope.now, updated_at=scope.now, overlap=draft.overlap,
         catchup=draft.catchup, catchup_window_seconds=draft.catchup_window_seconds, tags=list(draft.tags),
         description=draft.description,
@@ -208,7 +208,7 @@ def run_job(scope: Scope, job_id: str) -> ExecutionRow:
 
 def upcoming_runs(job: JobRow, count: int) -> list[datetime]:
     """The next `count` fire times of a job that will fire; empty for paused and completed jobs."""
-    if job.status != "active" or job.next_run_at is None or count < 1:
+    if job.status != JobStatus.ACTIVE or job.next_run_at is None or count < 1:
         return []
     return [job.next_run_at, *scheduling.job_schedule(job).preview(job.next_run_at, count - 1)]
 
@@ -364,9 +364,9 @@ def _rescheduled(scope: Scope, job: JobRow, changes: Mapping[str, Any]) -> JobRo
     if _timing(moved) == _timing(job):
         return job
     moved = replace(moved, version=job.version + 1)
-    if job.status == "paused":
+    if job.status == JobStatus.PAUSED:
         return moved
-    return replace(moved, status="active", next_run_at=_require_run(moved, scope.now))
+    return replace(moved, status=JobStatus.ACTIVE, next_run_at=_require_run(moved, scope.now))
 
 
 def _check_catchup_window(schedule: Schedule, window_seconds: int) -> None:
@@ -385,19 +385,19 @@ def _with_secrets_checked(scope: Scope, conn: Any, job: JobRow, opened: Mapping[
 
 
 def _paused(job: JobRow) -> JobRow:
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         raise ConflictError("a completed job cannot be paused; give it a new schedule to run it again")
-    return replace(job, status="paused", next_run_at=None)
+    return replace(job, status=JobStatus.PAUSED, next_run_at=None)
 
 
 def _resumed(job: JobRow, now: datetime) -> JobRow:
     """Back to the first slot after now: runs missed while paused are skipped, not replayed in a burst."""
-    if job.status == "completed":
+    if job.status == JobStatus.COMPLETED:
         raise ConflictError("a completed job cannot be resumed; give it a new schedule to run it again")
-    if job.status == "active":
+    if job.status == JobStatus.ACTIVE:
         return job
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
-    return replace(job, status="active" if next_run_at else "completed", next_run_at=next_run_at, paused_reason=None)
+    return replace(job, status=JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED, next_run_at=next_run_at, paused_reason=None)
 
 
 def _indexed(job: JobRow) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.schedule.specs import job_schedule
 from tickwork.settings import Settings
 from tickwork.store import quotas as store
+from tickwork.vocab import JobStatus
 
 QUOTA_FIELDS = ("max_jobs", "min_interval_seconds", "max_runs_per_minute", "max_history_rows", "max_runs_in_flight",
                 "max_storage_bytes", "max_replays_queued")
@@ -108,7 +109,7 @@ def needs_check(before: JobRow | None, after: JobRow) -> bool:
     """Only a new job, a job becoming active, or an active job's new timing can break a quota."""
     if before is None:
         return True
-    return after.status == "active" and (before.status != "active" or _timing(before) != _timing(after))
+    return after.status == JobStatus.ACTIVE and (before.status != JobStatus.ACTIVE or _timing(before) != _timing(after))
 
 
 def enforce(conn: Any, settings: Settings, before: JobRow | None, after: JobRow) -> None:
@@ -123,7 +124,7 @@ def enforce(conn: Any, settings: Settings, before: JobRow | None, after: JobRow)
     check_interval(quotas, schedule)
     if before is None:
         check_job_count(quotas, store.count_jobs(conn, after.tenant_id))
-    if after.status == "active":
+    if after.status == JobStatus.ACTIVE:
         others = store.active_schedules(conn, after.tenant_id, after.id)
         total = sum(count * _peak(canonical, zone) for canonical, zone, count in others)
         check_runs(quotas, total, runs_per_minute(schedule))
