@@ -21,7 +21,7 @@ SERVICE = "tickwork"
 
 # The decisions of tickwork.rules.retry.decide that end an attempt, each counted as Runs<Status>.
 ATTEMPT_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRYING)
-_NOT_STARTED = {NotStarted.DUPLICATE: "DuplicateDeliveries", NotStarted.SKIPPED: "RunsSkipped",
+_NOT_STARTED: dict[str, str] = {NotStarted.DUPLICATE: "DuplicateDeliveries", NotStarted.SKIPPED: "RunsSkipped",
                 NotStarted.WAITING: "RunsWaiting"}
 _MAINTENANCE = ("rewound", "redispatched", "retried", "lost", "pruned", "unjudged")
 # Every metric name this module can emit: the template's dashboard and alarms may chart only these

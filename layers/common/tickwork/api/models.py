@@ -201,7 +201,7 @@ class RetrySpec(_Strict):
     strategy: Strategy = cast(Strategy, DEFAULT_STRATEGY)
     max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
     delay_seconds: DelaySeconds = DEFAULT_DELAY_SECONDS
-    jitter: Jitter = Field(cast(Jitter, DEFAULT_JITTER), description=(
+    jitter: Jitter = Field(DEFAULT_JITTER, description=(
         "Spread each wait: full (uniform in [0, wait)), equal (in [wait/2, wait)) or none."))
     max_delay_seconds: MaxDelay = DEFAULT_MAX_DELAY_SECONDS
     past_next_run: bool = Field(DEFAULT_PAST_NEXT_RUN, description=(
@@ -238,7 +238,7 @@ class CalendarSpec(_Strict):
     """Calendars whose dates the job does not run on (PUT /calendars/{name}), judged on its time zone's wall clock."""
 
     exclude: Annotated[list[CalendarName], Field(min_length=1, max_length=MAX_EXCLUDE), AfterValidator(_distinct)]
-    on_excluded: OnExcluded = Field(cast(OnExcluded, DEFAULT_ON_EXCLUDED), description=(
+    on_excluded: OnExcluded = Field(DEFAULT_ON_EXCLUDED, description=(
         "A slot on an excluded date: recorded skipped naming the calendar (skip), or run at the same wall-clock "
         "time on the next date no calendar excludes (next_day; a moved slot at the time of a regular one is one run)."))
 
@@ -251,10 +251,10 @@ class JobCreate(_Strict):
     end_at: Instant | None = None
     request: RequestSpec
     retry: RetrySpec = Field(default_factory=RetrySpec)
-    overlap: Overlap = Field(cast(Overlap, DEFAULT_OVERLAP), description=(
+    overlap: Overlap = Field(DEFAULT_OVERLAP, description=(
         "When a run is due while the previous one is still in progress: run both (allow), record the new one "
         "skipped (skip), or run it once the current one ends, skipping any further (queue_one)."))
-    catchup: Catchup = Field(cast(Catchup, DEFAULT_CATCHUP), description=(
+    catchup: Catchup = Field(DEFAULT_CATCHUP, description=(
         "After an outage: run only the latest slot inside the catch-up window (latest) or every one (all)."))
     catchup_window_seconds: CatchupWindow = DEFAULT_CATCHUP_WINDOW_SECONDS
     spread_seconds: SpreadSeconds = 0

@@ -163,7 +163,8 @@ def excluded_note(schedule: ExcludingSchedule, slot_ms: int) -> str | None:
     if name is None:
         return None
     day = schedule.local_date(slot_ms).isoformat()
-    unmoved = "" if schedule.on_excluded == OnExcluded.SKIP else f" and no date within {MOVE_DAYS} days after it is free"
+    unmoved = "" if schedule.on_excluded == OnExcluded.SKIP \
+        else f" and no date within {MOVE_DAYS} days after it is free"
     return f"skipped: {day} is excluded by calendar {name}{unmoved}"
 
 

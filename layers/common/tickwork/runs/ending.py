@@ -135,7 +135,7 @@ class Written:
     noted: ends.Noted = field(default_factory=ends.Noted)
     checks: list[Check] = field(default_factory=list)
 
-    def statuses(self) -> dict[str, RunStatus | NotEnded]:
+    def statuses(self) -> dict[str, str]:
         """Each run's new status, or 'superseded' if its attempt was no longer ours to end."""
         return {e.run.id: e.status if e.run.id in self.kept else NotEnded.SUPERSEDED for e in self.ended}
 

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from aws_lambda_powertools import Logger
 from redis.exceptions import RedisError
@@ -269,7 +269,8 @@ class _Group:
             recorder.join()
         if self.failure is not None:
             raise self.failure
-        outcomes = [NotStarted.DUPLICATE if i in self.repeated else self.outcomes.get(d.execution_id, NotEnded.SUPERSEDED)
+        outcomes = [NotStarted.DUPLICATE if i in self.repeated
+                    else self.outcomes.get(d.execution_id, NotEnded.SUPERSEDED)
                     for i, d in enumerate(self.dispatches)]
         left = [(d, outcome) for d, outcome in zip(self.dispatches, outcomes) if d.execution_id not in self.given_back]
         if left:  # runs that did not start (or were not written): their places, but a duplicate's
@@ -360,7 +361,8 @@ def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any
         outcomes = iter(ran)
         delivered = iter(deliver(executor, svc, executor.clock, executor.uniform, notes))
         settled = iter(executor.settle_waits(checks))
-        by_kind = {DispatchKind.RUN: outcomes, DispatchKind.NOTIFICATION: delivered, DispatchKind.COMPLETION: settled}
+        by_kind: dict[str, Iterator[str]] = {DispatchKind.RUN: outcomes, DispatchKind.NOTIFICATION: delivered,
+                                             DispatchKind.COMPLETION: settled}
         return {"outcomes": [next(by_kind[d.kind]) for d in dispatches if d.kind in by_kind]}
     finally:
         metrics.flush()

@@ -33,7 +33,8 @@ RETURNING id::text
 """
 
 
-# The same per-job lock as tickwork.store.executions.start_guarded: a run being parked `waiting` right now is seen, not stranded.
+# The same per-job lock as tickwork.store.executions.start_guarded: a run being parked `waiting` right now is
+# seen, not stranded.
 _LOCK_JOB_OF = """
 SELECT pg_advisory_xact_lock(hashtextextended(e.job_id::text, 0))
   FROM executions e JOIN jobs j ON j.id = e.job_id WHERE e.id = %s AND j.overlap <> 'allow'
@@ -112,7 +113,8 @@ def finish_attempt(conn: Any, result: Finished, may_release: bool = True) -> End
 
 
 def finish_attempts(conn: Any, results: Sequence[Finished]) -> set[str]:
-    """finish_attempt(..., may_release=False) for many in one statement; returns the ids of the runs that were still ours, whose attempt was recorded.
+    """finish_attempt(..., may_release=False) for many in one statement; returns the ids of the runs that were
+    still ours, whose attempt was recorded.
 
     Only for runs whose end cannot release a waiting run (overlap allow, or a status that is not final):
     this never promotes one. Callers list a run once (an executor records one attempt per run per group);

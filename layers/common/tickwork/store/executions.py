@@ -174,8 +174,9 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
             "job_ids": [s.job_id for s in refused], "slots": [s.claimed for s in refused],
             "versions": [s.version for s in refused], "lost_note": LOST_CLAIM_NOTE,
         }).fetchall()
-    return Recorded([RecordedRun(r[0], r[1], r[2]) for r in queued],
-                    sum(r[4] for r in inserted if r[3] == RunStatus.MISSED), {r[0]: RunTenant(r[5], r[6]) for r in queued})
+    missed = sum(r[4] for r in inserted if r[3] == RunStatus.MISSED)
+    tenants = {r[0]: RunTenant(r[5], r[6]) for r in queued}
+    return Recorded([RecordedRun(r[0], r[1], r[2]) for r in queued], missed, tenants)
 
 
 def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
@@ -206,11 +207,11 @@ def stopped_note(job_status: str) -> str:
 # Each StartedExecution field and its SQL over `executions e JOIN jobs j`: the one list both the columns selected
 # and the row's mapping to the object (by field name) come from.
 _STARTED = {
-    "id": "e.id::text", "job_id": "e.job_id::text", "tenant_id": "e.tenant_id::text", "scheduled_for": "e.scheduled_for",
-    "attempt": "e.attempt_count", "request": "j.request", "retry": "j.retry", "overlap": "j.overlap",
-    "attempt_started_at": "e.attempt_started_at", "success": "j.success", "notify": "j.notify",
-    "pause_after_failures": "j.pause_after_failures", "replay_base": "e.replay_base", "replay_count": "e.replay_count",
-    "completion": "j.completion",
+    "id": "e.id::text", "job_id": "e.job_id::text", "tenant_id": "e.tenant_id::text",
+    "scheduled_for": "e.scheduled_for", "attempt": "e.attempt_count", "request": "j.request", "retry": "j.retry",
+    "overlap": "j.overlap", "attempt_started_at": "e.attempt_started_at", "success": "j.success",
+    "notify": "j.notify", "pause_after_failures": "j.pause_after_failures", "replay_base": "e.replay_base",
+    "replay_count": "e.replay_count", "completion": "j.completion",
 }
 STARTED_COLUMNS = ", ".join(f"{sql} AS {name}" for name, sql in _STARTED.items())
 

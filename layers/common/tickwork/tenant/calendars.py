@@ -195,7 +195,8 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         freed = released(job, scope.now)
-        if job.status != JobStatus.ACTIVE or (freed is job and (job.calendar or {}).get("on_excluded") != OnExcluded.NEXT_DAY):
+        moves = (job.calendar or {}).get("on_excluded") == OnExcluded.NEXT_DAY
+        if job.status != JobStatus.ACTIVE or (freed is job and not moves):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
         shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)

@@ -111,7 +111,8 @@ def create_job(scope: Scope, draft: JobDraft, then: Callable[[Any, JobRow], None
             jobs_store.insert_job(conn, job)
         if then is not None:
             then(conn, job)
-        audit.record(conn, scope, AuditAction.JOB_CREATED, job_id=job.id, target=job.name, changes=audit.created_fields(job))
+        audit.record(conn, scope, AuditAction.JOB_CREATED, job_id=job.id, target=job.name,
+                     changes=audit.created_fields(job))
     scheduling.index_job(scope.index, job)
     return created
 
@@ -259,7 +260,7 @@ def _key_taken(key: str | None) -> Iterator[None]:
 
 def transition(
     scope: Scope, job_id: str, change: Callable[[Any, JobRow], Edited],
-    then: Callable[[Any, JobRow], None] | None = None, action: str = AuditAction.JOB_UPDATED,
+    then: Callable[[Any, JobRow], None] | None = None, action: AuditAction = AuditAction.JOB_UPDATED,
 ) -> JobWithCalendars:
     """Read the job under a row lock, `change(conn, job)` it, write it back (and `then(conn, job)` in the same
     transaction, when it changed) with an audit entry of `action` naming what changed, then make the due index
@@ -397,7 +398,8 @@ def _resumed(job: JobRow, now: datetime) -> JobRow:
     if job.status == JobStatus.ACTIVE:
         return job
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
-    return replace(job, status=JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED, next_run_at=next_run_at, paused_reason=None)
+    status = JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED
+    return replace(job, status=status, next_run_at=next_run_at, paused_reason=None)
 
 
 def _indexed(job: JobRow) -> tuple[Any, ...]:
