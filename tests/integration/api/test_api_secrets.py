@@ -12,9 +12,9 @@ from tests.integration.api_client import Api, job_body
 from tickwork.dueindex.index import DueIndex
 from tickwork.errors import ConflictError
 from tickwork.scope import Scope
-from tickwork.secrets import vault
 from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.wiring import Services
 
 VALUE = "s3cr3t-value-never-shown"
@@ -76,14 +76,14 @@ def test_a_value_of_exactly_8_kib_is_accepted(api: Api) -> None:
 def test_a_tenant_has_at_most_100_even_when_created_at_once(api: Api, services: Services) -> None:
     scope = _scope(services, api.tenant_id)
     for i in range(98):
-        vault.put_secret(scope, f"S{i}", "x")
+        tenant_secrets.put_secret(scope, f"S{i}", "x")
     outcomes: list[str] = []
     barrier = threading.Barrier(3)
 
     def create(name: str) -> None:
         barrier.wait()
         try:
-            vault.put_secret(scope, name, "x")
+            tenant_secrets.put_secret(scope, name, "x")
             outcomes.append("created")
         except ConflictError:
             outcomes.append("refused")

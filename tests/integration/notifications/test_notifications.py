@@ -27,9 +27,9 @@ from tickwork.notifications.deliver import deliver
 from tickwork.ops.maintenance import run_maintenance
 from tickwork.runs.executor import Executor
 from tickwork.scope import Scope
-from tickwork.secrets import vault
 from tickwork.store import executions as executions_store
 from tickwork.store import jobs as jobs_store
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -66,7 +66,7 @@ def _signing_secret(services: Services, job_id: str) -> str:
     with services.db.connection() as conn:
         tenant_id = conn.execute("SELECT tenant_id::text FROM jobs WHERE id = %s", (job_id,)).fetchone()[0]
     index = DueIndex(services.redis, services.settings.namespace)
-    return vault.signing_secret(Scope(services.db, index, services.settings, tenant_id, T0, services.keyring))
+    return tenant_secrets.signing_secret(Scope(services.db, index, services.settings, tenant_id, T0, services.keyring))
 
 
 def _events(target: Target) -> list[dict[str, Any]]:

@@ -23,11 +23,11 @@ from tickwork.ops.custom_resource import budget_seconds
 from tickwork.ops.job_resource import handle_job_resource
 from tickwork.ops.response_url import ResponseHosts
 from tickwork.scope import Scope
-from tickwork.secrets import vault
 from tickwork.store import keys as keys_store
 from tickwork.store.filters import AuditFilter
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import audit, bykey
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure
@@ -292,7 +292,7 @@ def test_header_names_are_kept_and_a_secret_reference_is_stored_as_written(
         "Url": "https://example.com/run", "Headers": {"Authorization": "Bearer ${secrets.SYNC_TOKEN}"}}))
     assert missing["Reason"] == ("Request.Headers.Authorization (request.headers.Authorization): "
                                  "unknown secret SYNC_TOKEN"), missing
-    vault.put_secret(scope, "SYNC_TOKEN", "s3cr3t-value")
+    tenant_secrets.put_secret(scope, "SYNC_TOKEN", "s3cr3t-value")
     response = _send(provider, target, _event(target, "Create", Request={
         "Url": "https://example.com/run",
         "Headers": {"Authorization": "Bearer ${secrets.SYNC_TOKEN}", "x-Request_Source": "cfn"}}))

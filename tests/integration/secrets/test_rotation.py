@@ -27,6 +27,7 @@ from tickwork.secrets.crypto import Keyring, LocalWrapper
 from tickwork.store import secrets as store
 from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import create_tenant
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.wiring import Services
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -132,8 +133,8 @@ def test_a_rotation_killed_after_some_batches_is_finished_by_maintenance_and_eve
     scope = _scope(services, tenant)
     values = {f"S{i}": f"secret-{i}" for i in range(4)}
     for name, value in values.items():
-        vault.put_secret(scope, name, value)
-    secret = vault.signing_secret(scope)
+        tenant_secrets.put_secret(scope, name, value)
+    secret = tenant_secrets.signing_secret(scope)
     jobs = {_sealed_job(services, tenant, f"key-{i}"): f"key-{i}" for i in range(3)}
 
     with pytest.raises(TimeoutError):
@@ -158,7 +159,7 @@ def test_a_rotation_killed_after_some_batches_is_finished_by_maintenance_and_eve
 def test_maintenance_stops_looking_once_nothing_older_is_left_and_the_key_has_settled(
     services: Services, tenant: str,
 ) -> None:
-    vault.put_secret(_scope(services, tenant), "S", "value")
+    tenant_secrets.put_secret(_scope(services, tenant), "S", "value")
     assert handle_admin(services.db, ROTATE, services.settings, services.keyring)["remaining"]["secrets"] == 0
     with services.db.connection() as conn:
         assert store.unsettled_key(conn) == 2  # just made: an environment may still seal with version 1
@@ -174,7 +175,7 @@ def test_a_secret_written_during_a_rotation_keeps_its_new_value_and_maintenance_
     services: Services, tenant: str,
 ) -> None:
     scope = _scope(services, tenant)
-    vault.put_secret(scope, "TOKEN", "old value")
+    tenant_secrets.put_secret(scope, "TOKEN", "old value")
     keyring = PausingKeyring(LocalWrapper(_key_file(services)), pause_on="secret/")
     answers: list[dict[str, Any]] = []
     rotation = threading.Thread(target=lambda: answers.append(
@@ -183,7 +184,7 @@ def test_a_secret_written_during_a_rotation_keeps_its_new_value_and_maintenance_
     try:
         assert keyring.paused.wait(WAIT_SECONDS)  # the rotation has read TOKEN and is re-sealing it
         # The API, in an environment that has not yet seen the new key: it seals under version 1.
-        vault.put_secret(scope, "TOKEN", "new value")
+        tenant_secrets.put_secret(scope, "TOKEN", "new value")
     finally:
         keyring.release.set()
         rotation.join(WAIT_SECONDS)

@@ -27,6 +27,7 @@ from tickwork.models import Dispatch
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store.tenants import create_api_key, create_tenant
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, RUNS_WRITE
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.wiring import Services
@@ -74,8 +75,8 @@ def test_a_secret_in_a_header_url_and_body_is_sent_and_the_request_verifies(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
     scope = _scope(services, tenant, now)
-    vault.put_secret(scope, "TOKEN", TOKEN)
-    vault.put_secret(scope, "WHERE", "inbox")
+    tenant_secrets.put_secret(scope, "TOKEN", TOKEN)
+    tenant_secrets.put_secret(scope, "WHERE", "inbox")
     job_id = _job(services, tenant, now, target, url=target.url + "/${secrets.WHERE}",
                   headers={"Authorization": "Bearer ${secrets.TOKEN}", "X-Api-Key": API_KEY},
                   body='{"token": "${secrets.TOKEN}"}')
@@ -84,7 +85,7 @@ def test_a_secret_in_a_header_url_and_body_is_sent_and_the_request_verifies(
     assert sent["path"] == "/inbox"
     assert sent["headers"]["Authorization"] == f"Bearer {TOKEN}" and sent["headers"]["X-Api-Key"] == API_KEY
     assert sent["body"] == json.dumps({"token": TOKEN})
-    secret = vault.signing_secret(scope)
+    secret = tenant_secrets.signing_secret(scope)
     assert Webhook(secret).verify(sent["body"], sent["headers"]) == {"token": TOKEN}
     (run,) = executions(services, job_id)
     assert sent["headers"]["webhook-id"] == f"{job_id}:{run[0]}" and sent["headers"]["Tickwork-Run-Id"] == run[0]
@@ -182,10 +183,10 @@ def test_an_unknown_secret_fails_the_attempt_without_retrying(
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
     scope = _scope(services, tenant, now)
-    vault.put_secret(scope, "TOKEN", TOKEN)
+    tenant_secrets.put_secret(scope, "TOKEN", TOKEN)
     job_id = _job(services, tenant, now, target, headers={"Authorization": "Bearer ${secrets.TOKEN}"},
                   retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
-    vault.delete_secret(scope, "TOKEN")
+    tenant_secrets.delete_secret(scope, "TOKEN")
     assert _run(services, job_id, FakeClock(now)) == ["failed"]
     assert target.requests == []
     (run,) = executions(services, job_id)
@@ -198,7 +199,7 @@ def test_a_job_saved_before_the_bounds_fails_its_attempt_without_building_or_ret
     """#22: the job of the issue (8 KiB secrets, a 64K body of references: ~45 MB) stored before the API
     refused it; the executor stops at the bound and records why, without the value, and does not retry."""
     big = "v" * vault.MAX_VALUE_BYTES
-    vault.put_secret(_scope(services, tenant, now), "BIG", big)
+    tenant_secrets.put_secret(_scope(services, tenant, now), "BIG", big)
     body = "${secrets.BIG}" * (64 * 1024 // len("${secrets.BIG}"))
     job_id = _job(services, tenant, now, target, body=body,
                   retry={"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1})
@@ -218,7 +219,7 @@ def test_a_secret_in_the_url_goes_through_the_ssrf_guard_after_interpolation(
 
     guarded = Svc(replace(services.settings, allow_private_targets=False), services.db, services.redis,
                   services.invoker, keyring=services.keyring)
-    vault.put_secret(_scope(guarded, tenant, now), "HOST", "127.0.0.1")
+    tenant_secrets.put_secret(_scope(guarded, tenant, now), "HOST", "127.0.0.1")
     port = target.url.rsplit(":", 1)[1]
     job_id = _job(guarded, tenant, now, target, url=f"http://${{secrets.HOST}}:{port}/x")
     assert _run(guarded, job_id, FakeClock(now)) == ["failed"]
@@ -241,15 +242,15 @@ def test_every_attempt_of_a_run_carries_its_id_and_planned_instant(
     assert first["headers"]["webhook-id"] == second["headers"]["webhook-id"]
     assert [r["headers"]["webhook-timestamp"] for r in (first, second)] == [
         str(int(now.timestamp())), str(int(now.timestamp()) + 2)]
-    secret = vault.signing_secret(_scope(services, tenant, now))
+    secret = tenant_secrets.signing_secret(_scope(services, tenant, now))
     for request in (first, second):
         Webhook(secret).verify(request["body"], request["headers"])
 
 
 def _rotated(services: Services, tenant: str, now: datetime, created: timedelta, rotated: timedelta) -> tuple[str, str]:
     """The tenant's first signing secret, made `created` ago, and the one a rotation `rotated` ago made."""
-    old = vault.signing_secret(_scope(services, tenant, now - created))
-    return old, vault.rotate_signing_secret(_scope(services, tenant, now - rotated))
+    old = tenant_secrets.signing_secret(_scope(services, tenant, now - created))
+    return old, tenant_secrets.rotate_signing_secret(_scope(services, tenant, now - rotated))
 
 
 def _one_run_sent(services: Services, tenant: str, now: datetime, target: Target) -> dict[str, Any]:
@@ -275,7 +276,7 @@ def test_after_a_rotation_both_secrets_verify_and_a_second_rotation_drops_the_ol
     old, new = _rotated(services, tenant, now, timedelta(days=2), timedelta(hours=1))
     _signed_by(_one_run_sent(services, tenant, now, target), [old, new])
 
-    newest = vault.rotate_signing_secret(_scope(services, tenant, now - timedelta(minutes=30)))
+    newest = tenant_secrets.rotate_signing_secret(_scope(services, tenant, now - timedelta(minutes=30)))
     # `new` signs for 24 h more; `old`, retired by the first rotation, stops: at most two signatures.
     _signed_by(_one_run_sent(services, tenant, now, target), [newest, new], invalid=(old,))
 
@@ -292,7 +293,7 @@ def test_a_stale_request_fails_verification(services: Services, target: Target, 
     assert _run(services, job_id, FakeClock(now - timedelta(minutes=10))) == ["succeeded"]
     sent = target.requests[-1]
     with pytest.raises(WebhookVerificationError, match="too old"):
-        Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
+        Webhook(tenant_secrets.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
 
 
 def test_a_first_attempt_sent_late_is_signed_when_sent_and_verifies(
@@ -307,7 +308,7 @@ def test_a_first_attempt_sent_late_is_signed_when_sent_and_verifies(
     sent = target.requests[-1]
     assert sent["headers"]["Tickwork-Scheduled-For"] == rfc3339(planned)
     assert sent["headers"]["webhook-timestamp"] == str(int(now.timestamp()))
-    Webhook(vault.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
+    Webhook(tenant_secrets.signing_secret(_scope(services, tenant, now))).verify(sent["body"], sent["headers"])
 
 
 def test_plain_header_values_of_older_rows_are_still_sent(
@@ -323,8 +324,8 @@ def test_reencrypting_everything_moves_values_to_a_new_key_and_runs_still_send_t
     services: Services, target: Target, tenant: str, now: datetime,
 ) -> None:
     scope = _scope(services, tenant, now)
-    vault.put_secret(scope, "TOKEN", TOKEN)
-    secret = vault.signing_secret(scope)
+    tenant_secrets.put_secret(scope, "TOKEN", TOKEN)
+    secret = tenant_secrets.signing_secret(scope)
     job_id = _job(services, tenant, now, target, headers={"Authorization": "Bearer ${secrets.TOKEN}",
                                                          "X-Api-Key": API_KEY})
     result = handle_admin(services.db, {"admin": "rotate-encryption-key"}, services.settings, keyring=services.keyring)

@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tickwork.errors import InvalidInputError
-from tickwork.secrets.hosts import (
-    allowed,
-    bare_hosts,
-    check_request,
-    in_force,
-    literal_origin,
-    parse_allowed_hosts,
-    refusal,
-    url_host,
-    url_origin,
-)
+from tickwork.rules.origins import allowed, bare_hosts, in_force, literal_origin, url_host, url_origin
+from tickwork.secrets.hosts import check_request, parse_allowed_hosts, refusal
 
 
 def test_entries_are_stored_lowercase_once_without_a_trailing_dot() -> None:

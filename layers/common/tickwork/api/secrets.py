@@ -14,6 +14,7 @@ from tickwork.api.pagination import DEFAULT_LIMIT, decode_cursor, encode_cursor,
 from tickwork.api.routes import Cursor, JobsReader, Limit, SecretsWriter, needs, openapi_responses
 from tickwork.secrets import hosts, vault
 from tickwork.store.secrets import SecretRow
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.tenant.access import JOBS_READ, SECRETS_WRITE
 from tickwork.timeutil import rfc3339
 
@@ -56,7 +57,7 @@ class SigningSecretOut(BaseModel):
                        201: {"description": "Created", "content": {"application/json": {"model": SecretOut}}}})
 def put_secret(name: str, secret: SecretPut, scope: SecretsWriter) -> Response[SecretOut]:
     keep_hosts = "allowed_hosts" not in secret.model_fields_set
-    row, created = vault.put_secret(scope, name, secret.value, secret.allowed_hosts, keep_hosts)
+    row, created = tenant_secrets.put_secret(scope, name, secret.value, secret.allowed_hosts, keep_hosts)
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
                     body=_out(row).model_dump())  # type: ignore[arg-type]  # Response[Model] names the model for the OpenAPI document; the body is it dumped
 
@@ -64,27 +65,27 @@ def put_secret(name: str, secret: SecretPut, scope: SecretsWriter) -> Response[S
 @router.get("/secrets", summary="List secrets (names only), newest first", tags=["secrets"],
             security=needs(JOBS_READ), responses=openapi_responses(200, 400))
 def list_secrets(scope: JobsReader, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None) -> SecretList:
-    items, next_key = fitted(vault.list_secrets(scope, limit, decode_cursor("secrets", cursor)), _out)
+    items, next_key = fitted(tenant_secrets.list_secrets(scope, limit, decode_cursor("secrets", cursor)), _out)
     return SecretList(items=items, next_cursor=encode_cursor("secrets", next_key))
 
 
 @router.delete("/secrets/<name>", status_code=204, summary="Delete a secret", tags=["secrets"],
                security=needs(SECRETS_WRITE), responses=openapi_responses(204, 404))
 def delete_secret(name: str, scope: SecretsWriter) -> Response[None]:
-    vault.delete_secret(scope, name)
+    tenant_secrets.delete_secret(scope, name)
     return Response(status_code=204)
 
 
 @router.get("/signing-secret", summary="The signing secret (created on first use)", tags=["signing"],
             security=needs(SECRETS_WRITE), responses=openapi_responses(200))
 def get_signing_secret(scope: SecretsWriter) -> SigningSecretOut:
-    return SigningSecretOut(secret=vault.signing_secret(scope))
+    return SigningSecretOut(secret=tenant_secrets.signing_secret(scope))
 
 
 @router.post("/signing-secret/rotate", summary="Make a new signing secret; the old one signs for 24 h more",
              tags=["signing"], security=needs(SECRETS_WRITE), responses=openapi_responses(200))
 def rotate_signing_secret(scope: SecretsWriter) -> SigningSecretOut:
-    return SigningSecretOut(secret=vault.rotate_signing_secret(scope))
+    return SigningSecretOut(secret=tenant_secrets.rotate_signing_secret(scope))
 
 
 def _out(row: SecretRow) -> SecretOut:

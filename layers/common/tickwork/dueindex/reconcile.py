@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.specs import IndexSpecs
 from tickwork.errors import ScheduleError
 from tickwork.schedule import specs as scheduling
 from tickwork.store import maintenance as maintenance_store
@@ -91,7 +92,7 @@ def rebuild_step(
     position (all of them, after a flush) share each Postgres page."""
     result = RebuildResult()
     started = limits.clock()
-    specs = scheduling.IndexSpecs()
+    specs = IndexSpecs()
     numbers = list(range(index.count)) if shards is None else list(shards)
     positions = {n: index.shards[n].rebuild_position(START) for n in numbers}
     completed = 0
@@ -121,7 +122,7 @@ def _order(position: str) -> tuple[bool, str]:
 
 def _rebuild_page(
     conn: Any, index: DueIndex, group: list[int], position: str, now: datetime, page: int,
-    specs: scheduling.IndexSpecs, result: RebuildResult,
+    specs: IndexSpecs, result: RebuildResult,
 ) -> dict[int, str | None]:
     """Apply the page at `position` to each shard of `group`; returns each shard's next position (None
     when complete), leaving out the shards that refused it."""
@@ -163,7 +164,7 @@ def reconcile_index(conn: Any, index: DueIndex, now: datetime, page: int = PAGE)
     next_run_at gets its first future slot.
     """
     result = RebuildResult(complete=True)
-    specs = scheduling.IndexSpecs()
+    specs = IndexSpecs()
     for rows in maintenance_store.index_pages(conn, page):
         _reconcile_rows(conn, index, rows, now, specs, result)
     for job_ids in index.job_ids(page):
@@ -183,12 +184,12 @@ def index_jobs(conn: Any, index: DueIndex, job_ids: list[str], now: datetime) ->
         rows = maintenance_store.index_rows(conn, job_ids)
         active = {row.id for row in rows}
         index.take_out([job_id for job_id in job_ids if job_id not in active])
-        _reconcile_rows(conn, index, rows, now, scheduling.IndexSpecs(), result)
+        _reconcile_rows(conn, index, rows, now, IndexSpecs(), result)
     return result
 
 
 def _reconcile_rows(
-    conn: Any, index: DueIndex, rows: Sequence[IndexRow], now: datetime, specs: scheduling.IndexSpecs,
+    conn: Any, index: DueIndex, rows: Sequence[IndexRow], now: datetime, specs: IndexSpecs,
     result: RebuildResult,
 ) -> None:
     """Write the jobs of these rows that are missing from the index or indexed with another spec.
@@ -211,7 +212,7 @@ def _reconcile_rows(
 
 
 def _take_out(
-    conn: Any, index: DueIndex, dead: list[str], now: datetime, specs: scheduling.IndexSpecs,
+    conn: Any, index: DueIndex, dead: list[str], now: datetime, specs: IndexSpecs,
     result: RebuildResult,
 ) -> list[str]:
     """Take out jobs Postgres said were not active; returns those that were indexed. One resumed since
@@ -224,7 +225,7 @@ def _take_out(
 
 
 def _entries(
-    rows: Sequence[IndexRow], specs: scheduling.IndexSpecs, now: datetime, result: RebuildResult,
+    rows: Sequence[IndexRow], specs: IndexSpecs, now: datetime, result: RebuildResult,
 ) -> tuple[list[tuple[str, int, str]], list[str]]:
     """(job id, score, encoded spec) of each row to index, and the ids of those to leave out: a stored
     schedule that no longer parses, or no slot left."""

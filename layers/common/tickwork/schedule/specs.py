@@ -1,10 +1,11 @@
-"""Glue between jobs, their schedules and the due index. Pure where it can be: `now` is always passed in."""
+"""Glue between jobs, their schedules and the due index: a stored job's schedule and the spec the index keeps
+for it. Pure but for `index_job`, which writes the index it is given; `now` is always passed in. The specs of
+many stored jobs, encoded once (a rebuild), are tickwork.dueindex.specs."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol
 
-from tickwork.dueindex.entries import encode_spec
 from tickwork.dueindex.index import DueIndex
 from tickwork.models import JobRow
 from tickwork.rules import policy
@@ -12,15 +13,34 @@ from tickwork.schedule.engine import Schedule, from_spec, parse_schedule
 from tickwork.timeutil import to_ms
 from tickwork.vocab import JobStatus
 
-if TYPE_CHECKING:
-    from tickwork.store.maintenance import IndexRow
 
-# A job as stored, whole or only the columns the due index needs: both have the fields used here.
-StoredJob = Union[JobRow, "IndexRow"]
-# Encoded specs one IndexSpecs keeps before starting afresh: rate() jobs may each have their own.
-SPEC_MEMO_SIZE = 10_000
-ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
-OWN = "own"  # a spec that depends on its job's id (an H, a spread): never shared
+class StoredJob(Protocol):
+    """A job as stored, whole (JobRow) or only the columns the due index needs (store.maintenance.IndexRow)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant_id(self) -> str: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def start_at(self) -> datetime | None: ...
+    @property
+    def end_at(self) -> datetime | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def catchup(self) -> str: ...
+    @property
+    def catchup_window_seconds(self) -> int: ...
+    @property
+    def spread_seconds(self) -> int: ...
+    @property
+    def calendar(self) -> dict[str, Any] | None: ...
 
 
 def job_schedule(job: StoredJob) -> Schedule:
@@ -75,50 +95,3 @@ def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
         index.remove_job(job.id, pipeline)
         return
     index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
-
-
-class IndexSpecs:
-    """Encoded index specs of stored jobs, each schedule parsed once: a rebuild writes thousands of jobs
-    that share a handful of schedules. A rate() depends on its job's own anchor (start_at, else
-    created_at), so rate jobs share a spec only when they share a start_at; an H or a spread depends on
-    the job's id, so such a spec is the job's own."""
-
-    def __init__(self) -> None:
-        # By schedule, time zone, window, version, policy and tenant: the encoded spec, or ANCHORED for a rate().
-        self._plain: dict[tuple[Any, ...], str] = {}
-        self._anchored: dict[tuple[Any, ...], str] = {}  # the same key plus the anchor, for rate() jobs
-
-    def encoded(self, job: StoredJob) -> str:
-        """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
-        key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
-               job.catchup_window_seconds, job.tenant_id, job.spread_seconds,
-               encode_spec(job.calendar) if job.calendar else None)
-        found = self._plain.get(key)
-        if found is None:
-            spec = job_spec(job)
-            found = _shared(spec) or encode_spec(spec)
-            _remember(self._plain, key, found)
-        if found == OWN:
-            return encode_spec(job_spec(job))
-        if found != ANCHORED:
-            return found
-        anchored_key = (*key, job.start_at or job.created_at)
-        found = self._anchored.get(anchored_key)
-        if found is None:
-            found = encode_spec(job_spec(job))
-            _remember(self._anchored, anchored_key, found)
-        return found
-
-
-def _shared(spec: dict[str, Any]) -> str | None:
-    """OWN or ANCHORED when other jobs with the same columns would not have this spec, else None."""
-    schedule = spec["s"]
-    if "hash_key" in schedule or "offset_ms" in schedule:
-        return OWN
-    return ANCHORED if schedule["anchor_ms"] is not None else None
-
-
-def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(memo) >= SPEC_MEMO_SIZE:
-        memo.clear()
-    memo[key] = value

@@ -1,4 +1,6 @@
-"""A tenant's secrets and signing secrets, and the sealed header values of its jobs.
+"""A tenant's secrets and signing secrets, and the sealed header values of its jobs: sealed, opened, checked in a
+job's request and re-sealed onto a new data key. What the tenant's API keys do with them (put, list, delete,
+rotate, each audited) is tickwork.tenant.secrets.
 
 Every value is sealed (tickwork.secrets.crypto) before it reaches Postgres and opened only to be sent. What a
 ciphertext may be opened as is its context: `secret/<tenant>/<name>`, `header/<tenant>/<job>/<header>`,
@@ -11,76 +13,31 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools import Logger
 from psycopg.types.json import Jsonb
 
-from tickwork.errors import ConflictError, InvalidInputError, NotFoundError, SealError
+from tickwork.errors import InvalidInputError, SealError
 from tickwork.http import signing
 from tickwork.http.redaction import is_sensitive_header
-from tickwork.models import Page
 from tickwork.secrets import hosts, interpolation
 from tickwork.secrets.crypto import CURRENT_VERSION_TTL_SECONDS, Keyring, require_keyring
 from tickwork.store import secrets as store
-from tickwork.store.secrets import PgKeyStore, SecretRow
-from tickwork.tenant import audit
-from tickwork.vocab import AuditAction
-
-if TYPE_CHECKING:
-    from tickwork.scope import Scope
+from tickwork.store.secrets import PgKeyStore
 
 logger = Logger(child=True)
 
-MAX_SECRETS = 100
 MAX_VALUE_BYTES = 8 * 1024
-# Receivers get a day to switch to a rotated secret: both sign until then.
-ROTATION_OVERLAP = timedelta(hours=24)
 SEALED_MARK = "\nsealed:"
 
 
 # ---------------------------------------------------------------- secrets
 
-def put_secret(
-    scope: Scope, name: str, value: str, allowed_hosts: Sequence[str] | None = None, keep_hosts: bool = False,
-) -> tuple[SecretRow, bool]:
-    """Create or replace a secret; returns it and whether it was created. `allowed_hosts` (None: any host;
-    tickwork.secrets.hosts) unless `keep_hosts`: then a replaced secret keeps its own. The limit holds under
-    concurrent creates (the tenant's row is locked)."""
-    _check_name(name)
-    if len(value.encode()) > MAX_VALUE_BYTES:
-        raise InvalidInputError("value", f"at most {MAX_VALUE_BYTES} bytes")
-    parsed = None if allowed_hosts is None or keep_hosts else hosts.parse_allowed_hosts(allowed_hosts)
-    with scope.db.connection() as conn:
-        sealed = _keyring(scope).seal(PgKeyStore(conn), value, _secret_context(scope.tenant_id, name))
-        with conn.transaction():
-            return _put_sealed(conn, scope, name, sealed, parsed, keep_hosts)
-
-
-def _put_sealed(
-    conn: Any, scope: Scope, name: str, sealed: str, allowed_hosts: list[str] | None, keep_hosts: bool,
-) -> tuple[SecretRow, bool]:
-    store.lock_tenant(conn, scope.tenant_id)
-    adding = not store.secret_exists(conn, scope.tenant_id, name)
-    if adding and store.count_secrets(conn, scope.tenant_id) >= MAX_SECRETS:
-        raise ConflictError(f"a tenant has at most {MAX_SECRETS} secrets", field="name")
-    put = store.put_secret(conn, scope.tenant_id, name, sealed, scope.now, allowed_hosts, keep_hosts)
-    audit.record(conn, scope, AuditAction.SECRET_PUT, target=name)  # its name only: never its value
-    return put
-
-
-def list_secrets(scope: Scope, limit: int, before: tuple[datetime, str] | None) -> Page[SecretRow]:
-    with scope.db.connection() as conn:
-        rows = store.list_secrets(conn, scope.tenant_id, limit + 1, before)
-    return Page.of(rows, limit, lambda row: (row.created_at, row.id))
-
-
-def delete_secret(scope: Scope, name: str) -> None:
-    with scope.db.connection() as conn, conn.transaction():
-        if not (interpolation.NAME.match(name) and store.delete_secret(conn, scope.tenant_id, name)):
-            raise NotFoundError("secret not found")
-        audit.record(conn, scope, AuditAction.SECRET_DELETED, target=name)
+def seal_secret(keyring: Keyring, keys: PgKeyStore, tenant_id: str, name: str, value: str) -> str:
+    """A secret's value as stored (tickwork.tenant.secrets puts it)."""
+    return keyring.seal(keys, value, _secret_context(tenant_id, name))
 
 
 def check_request(
@@ -107,43 +64,17 @@ def check_request(
 
 # ---------------------------------------------------------------- signing secrets
 
-def signing_secret(scope: Scope) -> str:
-    """The tenant's current signing secret, created on first use."""
-    with scope.db.connection() as conn:
-        return current_signing(_keyring(scope), conn, scope.tenant_id, scope.now)
-
-
-def rotate_signing_secret(scope: Scope) -> str:
-    """A new current secret; the previous one keeps signing for ROTATION_OVERLAP (one retired earlier stops)."""
-    keyring = _keyring(scope)
-    with scope.db.connection() as conn:
-        keyring.ensure(PgKeyStore(conn))
-        with conn.transaction():
-            secret = _rotate(keyring, conn, scope)
-    logger.info("signing secret rotated", extra={"tenant_id": scope.tenant_id})
-    return secret
-
-
-def _rotate(keyring: Keyring, conn: Any, scope: Scope) -> str:
-    store.lock_tenant(conn, scope.tenant_id)
-    store.retire_signing_secrets(conn, scope.tenant_id, scope.now + ROTATION_OVERLAP)
-    secret = signing.new_secret()
-    _add_signing(keyring, conn, scope.tenant_id, secret, scope.now)
-    audit.record(conn, scope, AuditAction.SIGNING_SECRET_ROTATED)
-    return secret
-
-
 def current_signing(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> str:
     rows = store.signing_secrets(conn, tenant_id, now)
     if rows and rows[0].expires_at is None:
         return keyring.open(PgKeyStore(conn), rows[0].sealed, _signing_context(tenant_id, rows[0].id))
     secret = signing.new_secret()
-    if _add_signing(keyring, conn, tenant_id, secret, now):
+    if add_signing(keyring, conn, tenant_id, secret, now):
         return secret
     return current_signing(keyring, conn, tenant_id, now)  # another first use won
 
 
-def _add_signing(keyring: Keyring, conn: Any, tenant_id: str, secret: str, now: datetime) -> bool:
+def add_signing(keyring: Keyring, conn: Any, tenant_id: str, secret: str, now: datetime) -> bool:
     secret_id = str(uuid.uuid4())
     sealed = keyring.seal(PgKeyStore(conn), secret, _signing_context(tenant_id, secret_id))
     return store.add_signing_secret(conn, tenant_id, secret_id, sealed, now)
@@ -327,15 +258,6 @@ def _reseal_header(
 
 
 # ---------------------------------------------------------------- helpers
-
-def _check_name(name: str) -> None:
-    if not interpolation.NAME.match(name):
-        raise InvalidInputError("name", "must match ^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-def _keyring(scope: Scope) -> Keyring:
-    return require_keyring(scope.keyring)
-
 
 def _secret_context(tenant_id: str, name: str) -> str:
     return f"secret/{tenant_id}/{name}"

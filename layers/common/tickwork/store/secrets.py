@@ -9,7 +9,7 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
 
-from tickwork.secrets.hosts import bare_hosts, in_force
+from tickwork.rules.origins import bare_hosts, in_force
 
 # allowed_hosts: the bare hosts an older release reads; allowed_origins: the entries in force (in_force).
 _SECRET_COLUMNS = "id::text, name, created_at, updated_at, allowed_hosts, allowed_origins"
@@ -21,7 +21,7 @@ class SecretRow:
     name: str
     created_at: datetime
     updated_at: datetime
-    allowed_hosts: list[str] | None  # None: any host; else entries (tickwork.secrets.hosts)
+    allowed_hosts: list[str] | None  # None: any host; else entries (tickwork.rules.origins)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tickwork.dueindex.entries import encode_spec
+from tickwork.dueindex.specs import IndexSpecs
 from tickwork.errors import ScheduleError
 from tickwork.models import JobRow
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.specs import IndexSpecs
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 JOB = JobRow(id="job-1", tenant_id="t", name="n", schedule="0 30 9 * * MON-FRI", timezone="Europe/London",
