@@ -80,7 +80,8 @@ def test_two_pollers_at_once_dispatch_each_slot_exactly_once(services: Services,
     job_ids = [insert_job(services, schedule="* * * * *", next_run_at=T0) for _ in range(1000)]
     with services.db.connection() as conn:  # one tenant: room for all its runs in flight at once
         conn.execute("UPDATE tenants SET max_runs_in_flight = 1000")
-    pollers = [Poller(services), Poller(build_services(services.settings, invoker=invoker))]
+    second = build_services(services.settings, invoker=invoker)
+    pollers = [Poller(services), Poller(second)]
     barrier = threading.Barrier(2)
 
     def run(poller: Poller) -> None:
@@ -90,7 +91,7 @@ def test_two_pollers_at_once_dispatch_each_slot_exactly_once(services: Services,
     threads = [threading.Thread(target=run, args=(p,)) for p in pollers]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    pollers[1].svc.close()
+    second.close()
     assert len(invoker.dispatches) == 1000
     assert len({d.execution_id for d in invoker.dispatches}) == 1000
     with services.db.connection() as conn:

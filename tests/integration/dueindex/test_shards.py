@@ -87,8 +87,9 @@ def test_two_sharded_pollers_at_once_dispatch_each_slot_exactly_once(
     sharded: Callable[[int], Services], invoker: RecordingInvoker,
 ) -> None:
     """Both skip the tick lock and race on the same 900 due jobs over 3 shards."""
-    pollers = [Poller(sharded(3)), Poller(sharded(3))]
-    job_ids = _jobs(pollers[0].svc, 900)
+    first = sharded(3)
+    pollers = [Poller(first), Poller(sharded(3))]
+    job_ids = _jobs(first, 900)
     barrier = threading.Barrier(2)
 
     def run(poller: Poller) -> None:
@@ -98,7 +99,7 @@ def test_two_sharded_pollers_at_once_dispatch_each_slot_exactly_once(
     threads = [threading.Thread(target=run, args=(p,)) for p in pollers]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    _assert_each_slot_ran_once(pollers[0].svc, invoker, job_ids, 1)
+    _assert_each_slot_ran_once(first, invoker, job_ids, 1)
 
 
 def test_a_shard_count_changed_across_a_deploy_loses_and_doubles_no_slot(

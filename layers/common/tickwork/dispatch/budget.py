@@ -14,15 +14,16 @@ from typing import Any, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 
-from tickwork.dueindex.inflight import Seat
+from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.inflight import InFlight, Seat
 from tickwork.models import Dispatch
 from tickwork.rules import budget
+from tickwork.settings import Settings
 from tickwork.store import budgets as store
 from tickwork.store.budgets import WaitingRun
 from tickwork.store.executions import RunTenant
 from tickwork.timeutil import from_ms
 from tickwork.vocab import DispatchKind
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
@@ -47,8 +48,10 @@ class _Refused:
 
 
 class Budgets:
-    def __init__(self, svc: Services) -> None:
-        self.svc = svc
+    def __init__(self, settings: Settings, index: DueIndex, in_flight: InFlight) -> None:
+        self.settings = settings
+        self.index = index
+        self.in_flight = in_flight
 
     def admit(self, conn: Any, dispatches: Sequence[Dispatch], now_ms: int,
               fresh: Mapping[str, RunTenant] | None = None) -> Admitted:
@@ -82,7 +85,7 @@ class Budgets:
         return admitted
 
     def _seat(self, dispatch: Dispatch, run: WaitingRun, now_ms: int) -> Seat:
-        settings = self.svc.settings
+        settings = self.settings
         quota = settings.max_runs_in_flight if run.budget_override is None else run.budget_override
         lapse = budget.lapse_ms(dispatch.fire_at_ms, now_ms, settings.max_request_timeout_seconds,
                                 settings.lost_margin_seconds)
@@ -92,7 +95,7 @@ class Budgets:
         """Take the places there are (one round trip); the seats refused, with the reason each will carry."""
         if not seats:
             return []
-        taken, held = self.svc.in_flight.take([seat for seat, _ in seats], now_ms)
+        taken, held = self.in_flight.take([seat for seat, _ in seats], now_ms)
         admitted.redis_round_trips += 1
         refused = []
         for (seat, run), got in zip(seats, taken):
@@ -112,10 +115,10 @@ class Budgets:
         recorded_missed = store.hold_back(conn, notes, from_ms(now_ms))
         admitted.postgres_round_trips += 1
         if refused:
-            pipe = self.svc.index.pipeline()
+            pipe = self.index.pipeline()
             for r in refused:
                 due = budget.looked_at_again_ms(r.seat.dispatch.fire_at_ms, r.run.delayed_at_ms, now_ms)
-                self.svc.index.schedule_execution(r.seat.dispatch.execution_id, r.seat.dispatch.attempt, due,
+                self.index.schedule_execution(r.seat.dispatch.execution_id, r.seat.dispatch.attempt, due,
                                                   pipeline=pipe)
             pipe.execute()
             admitted.redis_round_trips += 1

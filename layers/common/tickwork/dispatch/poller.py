@@ -20,7 +20,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from aws_lambda_powertools import Logger
 
@@ -33,17 +33,20 @@ from tickwork.dispatch.quarantine import Quarantine, isolated
 from tickwork.dispatch.recording import Recorder
 from tickwork.dispatch.result import TickResult
 from tickwork.dueindex.entries import DueEntry, job_member
+from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.inflight import InFlight
 from tickwork.dueindex.reconcile import StepLimits, index_jobs, rebuild_step
 from tickwork.dueindex.relayout import relayout
 from tickwork.dueindex.shard import Shard
 from tickwork.errors import ConfigurationError
+from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules import lookahead
 from tickwork.rules.policy import LATENESS_TOLERANCE_MS
 from tickwork.rules.quarantine import Failure, Step, reason
+from tickwork.settings import Settings
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms, rfc3339
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 # A tick's batch writes in flight, each with the jobs it records.
@@ -96,26 +99,42 @@ def _all_results(futures: list[Future[bool]]) -> list[bool]:
     return [future.result() for future in futures]
 
 
+class Clients(Protocol):
+    """What a tick uses of its execution environment's clients (tickwork.wiring.Services has them)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Any: ...  # psycopg_pool.ConnectionPool
+    @property
+    def index(self) -> DueIndex: ...
+    @property
+    def in_flight(self) -> InFlight: ...
+    @property
+    def invoker(self) -> Invoker | None: ...
+
+
 class Poller:
     def __init__(
-        self, svc: Services, rebuild: StepLimits = StepLimits(REBUILD_SECONDS), plan_seconds: float = PLAN_SECONDS,
+        self, clients: Clients, rebuild: StepLimits = StepLimits(REBUILD_SECONDS), plan_seconds: float = PLAN_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock` (seconds, monotonic) times the tick's planning budget of `plan_seconds`."""
-        if svc.invoker is None:
+        if clients.invoker is None:
             # Refuse before claiming anything: claimed runs with nowhere to go would wait for the sweeper.
             raise ConfigurationError("EXECUTOR_FUNCTION_NAME is not set: the poller has no executor to dispatch to")
-        self.svc = svc
-        self.index = svc.index
+        self.settings = clients.settings
+        self.db = clients.db
+        self.index = clients.index
         self.rebuild = rebuild
         self.plan_seconds = plan_seconds
         self.clock = clock
         self._plan_deadline = math.inf
-        self._shares = BacklogShares(svc.settings.backlog_per_tenant)
-        self.budgets = Budgets(svc)
+        self._shares = BacklogShares(self.settings.backlog_per_tenant)
+        self.budgets = Budgets(self.settings, self.index, clients.in_flight)
         self.calendars = calendar_cache.shared
-        self.quarantine = Quarantine(svc)
-        self.recorder = Recorder(svc, self.budgets, self.quarantine)
+        self.quarantine = Quarantine(self.db, self.index)
+        self.recorder = Recorder(self.db, clients.invoker, self.budgets, self.quarantine)
 
     def _out_of_time(self) -> bool:
         return self.clock() >= self._plan_deadline
@@ -123,12 +142,12 @@ class Poller:
     def tick(self, now_ms: int, second: int | None = None) -> TickResult:
         """Claim and dispatch what is due; with `second`, only if no poller ticked that second yet."""
         token = uuid.uuid4().hex
-        locked, stored_shards = self.index.acquire_tick(token, self.svc.settings.tick_lock_ms, now_ms, second)
+        locked, stored_shards = self.index.acquire_tick(token, self.settings.tick_lock_ms, now_ms, second)
         if not locked:
             return TickResult(locked=False, redis_round_trips=1)
         result = TickResult(locked=True, redis_round_trips=1)
         self._plan_deadline = self.clock() + self.plan_seconds
-        self._shares = BacklogShares(self.svc.settings.backlog_per_tenant)
+        self._shares = BacklogShares(self.settings.backlog_per_tenant)
         try:
             if stored_shards != self.index.count:
                 result.relayout_from = relayout(self.index, stored_shards).previous
@@ -176,7 +195,7 @@ class Poller:
         """Claim what is due from the lateness tolerance ago to the horizon; returns whether the marker is
         missing, and how many entries are older (the backlog). A page that only holds entries no claim moves
         (unknown kinds) is fetched past (`cursor`), so any number of them never hides what is due behind them."""
-        settings = self.svc.settings
+        settings = self.settings
         horizon, on_time = now_ms + settings.lookahead_ms, now_ms - LATENESS_TOLERANCE_MS
         first_ms, seconds = lookahead.seconds_ahead(now_ms, settings.lookahead_ms, settings.max_lookahead_ms)
         backlog, cursor = 0, Cursor(on_time)
@@ -208,7 +227,7 @@ class Poller:
         for _ in range(MAX_BATCHES_PER_TICK):
             if result.batches >= MAX_BATCHES_PER_TICK or self._out_of_time():
                 break
-            page = shard.fetch_page(before, self.svc.settings.batch_size, min_score=cursor.score, offset=cursor.passed)
+            page = shard.fetch_page(before, self.settings.batch_size, min_score=cursor.score, offset=cursor.passed)
             result.redis_round_trips += 1
             if not page.entries:
                 break
@@ -235,13 +254,13 @@ class Poller:
         return batch
 
     def _horizon(self, now_ms: int, first_ms: int, counts: list[int]) -> int:
-        settings = self.svc.settings
+        settings = self.settings
         return lookahead.horizon_ms(now_ms, settings.lookahead_ms, settings.max_lookahead_ms,
                                     settings.prepare_runs_per_second, first_ms, counts, self.index.count)
 
     def _claim_batch(self, shard: Shard, entries: list[DueEntry], now_ms: int, result: TickResult) -> Batch:
         """Plan and claim one batch, its entries that raised set aside (tickwork.dispatch.quarantine)."""
-        resolved = self.calendars.resolve(self.svc.db, entries)
+        resolved = self.calendars.resolve(self.db, entries)
         plan = plan_batch(entries, now_ms, self._out_of_time, resolved.calendars, resolved.unreadable)
         result.unplanned += plan.unplanned
         result.unknown += len(plan.unknown)
@@ -282,7 +301,7 @@ class Poller:
     def _rebuild(self, now_ms: int, result: TickResult, shards: list[int]) -> None:
         """Redis lost these shards (or never had them): go on rebuilding them from Postgres for a bounded
         time; the tick then claims what is indexed so far."""
-        with self.svc.db.connection() as conn:
+        with self.db.connection() as conn:
             report = rebuild_step(conn, self.index, from_ms(now_ms), self.rebuild, shards)
         result.rebuilt, result.reindexed, result.rebuild_ms = True, report.indexed, round(report.seconds * 1000)
         logger.warning("due index marker missing: rebuilding it from Postgres",
@@ -291,7 +310,7 @@ class Poller:
     def _repair_specs(self, job_ids: list[str], entries: list[DueEntry], now_ms: int) -> list[Failure]:
         """The index lost a job's spec (Redis failover): restore it from Postgres, or drop a dead job. Returns
         the jobs whose restore raised, to set aside."""
-        with self.svc.db.connection() as conn:
+        with self.db.connection() as conn:
             done = isolated(job_ids, lambda ids: index_jobs(conn, self.index, list(ids), from_ms(now_ms)))
         logger.warning("restored missing job specs from Postgres", extra={"count": len(job_ids)})
         scores = {entry.member: entry.score for entry in entries} if done.failed else {}
@@ -324,11 +343,11 @@ def next_tick_at(now: float, ticked: int) -> str:
     return rfc3339(datetime.fromtimestamp(second, tz=timezone.utc)) or ""
 
 
-def handle_tick(svc: Services, clock: Callable[[], float]) -> dict[str, Any]:
+def handle_tick(clients: Clients, clock: Callable[[], float]) -> dict[str, Any]:
     invoked = clock()
     second = math.floor(invoked)
     now_ms = int(tick_point(invoked) * 1000)
-    poller = Poller(svc)
+    poller = Poller(clients)
     # Per second, one tick works: two loops side by side (or a duplicated execution) wake for the same one.
     result = poller.tick(now_ms, second=second)
     if result.dispatched or result.missed:

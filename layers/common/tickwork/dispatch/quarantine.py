@@ -44,10 +44,10 @@ import redis
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.entries import JOB_PREFIX, SetAside, Setting
+from tickwork.dueindex.index import DueIndex
 from tickwork.rules.quarantine import Failure, backoff_steps
 from tickwork.store import quarantine as store
 from tickwork.timeutil import from_ms, rfc3339
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
@@ -98,8 +98,9 @@ def isolated(items: Sequence[T], work: Callable[[Sequence[T]], R]) -> Isolated[T
 class Quarantine:
     """Sets aside the entries whose handling raised (see the module docstring); shared by a tick's threads."""
 
-    def __init__(self, svc: Services) -> None:
-        self.svc = svc
+    def __init__(self, db: Any, index: DueIndex) -> None:
+        self.db = db  # psycopg_pool.ConnectionPool
+        self.index = index
         self.steps = backoff_steps()
 
     def set_aside(self, failures: Sequence[Failure], now_ms: int) -> int:
@@ -109,7 +110,7 @@ class Quarantine:
             return 0
         counted = self._mark_jobs(failures, now_ms)
         settings = [Setting(f.member, f.score, counted.get(f.member, (None, None))[0]) for f in failures]
-        placed = self.svc.index.set_aside(settings, now_ms, self.steps)
+        placed = self.index.set_aside(settings, now_ms, self.steps)
         for failure, aside in zip(failures, placed):
             _log(failure, aside, counted.get(failure.member, (None, None))[1])
         return len(failures)
@@ -120,7 +121,7 @@ class Quarantine:
                    if f.job_id is not None and f.member.startswith(JOB_PREFIX) and _is_uuid(f.job_id)}
         if not reasons:
             return {}
-        with self.svc.db.connection() as conn:
+        with self.db.connection() as conn:
             marked = store.set_aside(conn, reasons, from_ms(now_ms), self.steps)
         return {JOB_PREFIX + job_id: found for job_id, found in marked.items()}
 

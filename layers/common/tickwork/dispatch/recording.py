@@ -10,20 +10,21 @@ from tickwork.dispatch.budget import Budgets
 from tickwork.dispatch.quarantine import Quarantine, isolated
 from tickwork.dispatch.result import TickResult
 from tickwork.dueindex.entries import dispatch_member, job_member
+from tickwork.interfaces import Invoker
 from tickwork.models import Dispatch
 from tickwork.rules.quarantine import Failure, Step, reason
 from tickwork.store import executions as executions_store
 from tickwork.store.executions import Recorded, RunTenant, Slot
 from tickwork.timeutil import to_ms
 from tickwork.vocab import DispatchKind
-from tickwork.wiring import Services
 
 Fresh = dict[str, RunTenant]  # a run just written: its tenant, that tenant's budget override
 
 
 class Recorder:
-    def __init__(self, svc: Services, budgets: Budgets, quarantine: Quarantine) -> None:
-        self.svc = svc
+    def __init__(self, db: Any, invoker: Invoker, budgets: Budgets, quarantine: Quarantine) -> None:
+        self.db = db  # psycopg_pool.ConnectionPool
+        self.invoker = invoker
         self.budgets = budgets
         self.quarantine = quarantine
 
@@ -33,7 +34,7 @@ class Recorder:
         part = TickResult(locked=True)
         failures: list[Failure] = []
         if slots or any(d.kind == DispatchKind.RUN for d in dispatches):
-            with self.svc.db.connection() as conn:
+            with self.db.connection() as conn:
                 fresh: Fresh = {}
                 jobs: dict[str, str] = {}
                 if slots:
@@ -43,8 +44,7 @@ class Recorder:
                 dispatches = self._admit(conn, dispatches, now_ms, fresh, jobs, part, failures)
         part.quarantined = self.quarantine.set_aside(failures, now_ms)
         if dispatches:
-            assert self.svc.invoker is not None, "the poller's Services have an invoker (tickwork.wiring)"
-            self.svc.invoker.invoke(dispatches)
+            self.invoker.invoke(dispatches)
         part.dispatched = len(dispatches)
         return part
 

@@ -8,20 +8,21 @@ import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from aws_lambda_powertools import Logger
 
+from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import RunSteps
 from tickwork.models import Dispatch
 from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules import notifications as events
 from tickwork.rules import retry
 from tickwork.rules.notifications import OPERATOR
+from tickwork.settings import Settings
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
 from tickwork.vocab import NotEnded, NotStarted, RunStatus
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
@@ -35,7 +36,20 @@ MAX_IN_FLIGHT = 32
 T = TypeVar("T")
 
 
-def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
+class Clients(Protocol):
+    """What delivering uses of its execution environment's clients (tickwork.wiring.Services has them)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Any: ...  # psycopg_pool.ConnectionPool
+    @property
+    def index(self) -> DueIndex: ...
+    @property
+    def sns(self) -> Any: ...  # boto3 SNS client, or None
+
+
+def deliver(steps: RunSteps, clients: Clients, clock: Callable[[], float], uniform: retry.Random,
             dispatches: Sequence[Dispatch]) -> list[str]:
     """Send the notification attempts dispatched, at once, each tenant's in at most PER_TENANT_IN_FLIGHT
     lanes (one after the other within a lane, a job's in one); returns each one's status, or 'duplicate',
@@ -43,13 +57,13 @@ def deliver(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform:
     A connection is held only to start and to finish an attempt, never while it is sent."""
     if not dispatches:
         return []
-    with svc.db.connection() as conn:
+    with clients.db.connection() as conn:
         owners = store.owners(conn, [dispatch.execution_id for dispatch in dispatches])
     outcomes: list[str] = [NotStarted.DUPLICATE] * len(dispatches)
 
     def run_lane(lane: list[int]) -> None:
         for position in lane:
-            outcomes[position] = _deliver_one(steps, svc, clock, uniform, dispatches[position])
+            outcomes[position] = _deliver_one(steps, clients, clock, uniform, dispatches[position])
 
     lanes = tenant_lanes(range(len(dispatches)), lambda i: owners.get(dispatches[i].execution_id, ("", "")),
                          PER_TENANT_IN_FLIGHT)
@@ -80,22 +94,25 @@ def tenant_lanes(items: Iterable[T], owner_of: Callable[[T], tuple[str, str]], p
     return [lane for rank in itertools.zip_longest(*lanes.values()) for lane in rank if lane is not None]
 
 
-def _deliver_one(steps: RunSteps, svc: Services, clock: Callable[[], float], uniform: retry.Random,
+def _deliver_one(steps: RunSteps, clients: Clients, clock: Callable[[], float], uniform: retry.Random,
                  dispatch: Dispatch) -> str:
-    with svc.db.connection() as conn:
+    with clients.db.connection() as conn:
         started = store.start(conn, dispatch.execution_id, dispatch.attempt)
     if started is None:
         return NotStarted.DUPLICATE
-    outcome = publish(svc, started) if started.channel == OPERATOR else _send(steps, started)
+    if started.channel == OPERATOR:
+        outcome = publish(clients.sns, clients.settings.operator_topic_arn, started)
+    else:
+        outcome = _send(steps, started)
     now = datetime.fromtimestamp(clock(), tz=timezone.utc)
     decision = retry.decide(events.DELIVERY_RETRY, started.attempt, outcome.succeeded, outcome.retryable, now,
                             outcome.retry_after_seconds, uniform)
     status = STATUS_AFTER[decision.status]
-    with svc.db.connection() as conn:
+    with clients.db.connection() as conn:
         ours = store.finish(conn, started.id, started.attempt, status, decision.next_attempt_at, outcome.status_code,
                             outcome.error)
     if ours and decision.next_attempt_at is not None:
-        svc.index.schedule_notification(started.id, started.attempt + 1, to_ms(decision.next_attempt_at))
+        clients.index.schedule_notification(started.id, started.attempt + 1, to_ms(decision.next_attempt_at))
     logger.info("notification attempt finished", extra={
         "notification_id": started.id, "job_id": started.job_id, "attempt": started.attempt, "status": status,
         "channel": started.channel, "status_code": outcome.status_code, "error": outcome.error})
@@ -111,14 +128,13 @@ def _send(steps: RunSteps, started: store.Delivery) -> Outcome:
     return prepared.complete()
 
 
-def publish(svc: Any, started: store.Delivery) -> Outcome:
-    """An operator event to the deployment's SNS topic."""
-    topic = svc.settings.operator_topic_arn
-    if svc.sns is None or not topic:
+def publish(sns: Any, topic: str, started: store.Delivery) -> Outcome:
+    """An operator event to the deployment's SNS topic (`sns`: its boto3 client, None when there is none)."""
+    if sns is None or not topic:
         return Outcome.failed(Failure(FailureKind.REFUSED, "refused: no operator topic is configured"))
     begun = time.monotonic()
     try:
-        svc.sns.publish(
+        sns.publish(
             TopicArn=topic, Subject=subject(started.job_id, started.payload),
             Message=events.body(started.payload),
             MessageAttributes={"type": {"DataType": "String", "StringValue": str(started.payload.get("type"))}},
