@@ -1,7 +1,7 @@
 """Tenants and their jobs made as a client makes them: through the API function's handler, called in this
 process with the event API Gateway would send (the local runtime's `apigw.build_event`), so validation,
 quotas and the per-key rate limit apply as they do in a deployment. A tenant and its first API key come
-from the operator's admin event (`{"admin": "create-tenant"}`, tickwork.ops.admin).
+from the operator's admin event (`{"admin": "create-tenant"}`, tickwork.tenant.operator).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ logger = function_logger()
 @with_lambda_context(logger)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if is_admin_event(event):
-        return handle_admin(services().db, event, services().settings, services().keyring)
+        return handle_admin(services(), event)
     if is_authorizer_event(event):
         return authorize(services().db, event)
     with _one_request_at_a_time:

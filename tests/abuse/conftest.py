@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import Target, _with_search_path
 from tests.support import wait_for
-from tickwork.ops.admin import create_tenant_with_key
+from tickwork.tenant.operator import create_tenant_with_key
 from tickwork.settings import Settings
 from tickwork.store.migrate import migrate
 from tickwork.timeutil import parse_rfc3339

@@ -14,7 +14,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from tests.abuse.conftest import Arena, call
 from tests.support import wait_for
 from tickwork.api.models import MAX_BODY_CHARS
-from tickwork.ops.admin import set_quotas
+from tickwork.tenant.operator import set_quotas
 from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.realtime]

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tests.abuse.conftest import Arena
-from tickwork.ops import admin
+from tickwork.tenant import operator
 from tickwork.ops.maintenance import run_maintenance
 from tickwork.tenant.audit_bounds import ENTRY_BYTES
 from tickwork.tenant.idempotency import MAX_ANSWER_BYTES
@@ -69,7 +69,7 @@ def test_a_flood_of_the_largest_changes_stays_within_its_caps_and_its_own_budget
     benign_before = _largest(arena, AUDIT_BYTES, arena.runtime.tenant_id)
     assert arena.runtime._services is not None
     svc = arena.runtime._services
-    admin.set_quotas(svc.db, svc.settings, {"tenant": arena.hostile_tenant,
+    operator.set_quotas(svc.db, svc.settings, {"tenant": arena.hostile_tenant,
                                             "max_storage_bytes": (entries * largest_entry) // 10})
     run_maintenance(svc, datetime.now(timezone.utc))
     left, _ = _largest(arena, AUDIT_BYTES, arena.hostile_tenant)

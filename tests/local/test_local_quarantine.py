@@ -18,7 +18,7 @@ from tests.conftest import Target
 from tests.local.test_local_runtime import call, runtime  # noqa: F401 - the runtime fixture
 from tests.support import wait_for
 from tickwork.calendars.rules import BOUNDS_KEY, BOUNDS_VERSION
-from tickwork.ops.admin import create_tenant_with_key
+from tickwork.tenant.operator import create_tenant_with_key
 from tickwork.store import calendars as calendars_store
 from tickwork.store.calendars import CalendarRow
 from tickwork.timeutil import parse_rfc3339

@@ -22,7 +22,7 @@ from tests.integration.api_client import Api, Reply
 from tickwork.api.spec import committed_text
 from tickwork.dispatch.poller import Poller
 from tickwork.dueindex.index import DueIndex
-from tickwork.ops.health import ERROR, OK, TIMEOUT, Prober
+from tickwork.dispatch.health import ERROR, OK, TIMEOUT, Prober
 from tickwork.wiring import Services, configure, connect_db
 from tickwork_local.cluster import without_faketime
 from tickwork_local.server import ApiServer

@@ -14,7 +14,7 @@ from tests.support import wait_for
 from tests.support import FakeClock, score_of
 from tickwork.dispatch.poller import Poller
 from tickwork.models import Dispatch
-from tickwork.ops import admin
+from tickwork.tenant import operator
 from tickwork.ops.maintenance import redispatch_awaiting
 from tickwork.runs import executor
 from tickwork.store.tenants import create_tenant
@@ -30,7 +30,7 @@ def tenant(svc: Services, name: str, max_runs_in_flight: int | None = None) -> s
     with svc.db.connection() as conn:
         tenant_id = create_tenant(conn, name)
     if max_runs_in_flight is not None:
-        admin.set_quotas(svc.db, svc.settings, {"tenant": name, "max_runs_in_flight": max_runs_in_flight})
+        operator.set_quotas(svc.db, svc.settings, {"tenant": name, "max_runs_in_flight": max_runs_in_flight})
     return tenant_id
 
 

@@ -209,7 +209,7 @@ def _calendar(api: Api, services: Services, now: float, job: dict[str, Any]) -> 
 def _operator(target: str) -> Release:
     def release(api: Api, services: Services, now: float, job: dict[str, Any]) -> None:
         event = {"admin": "release-quarantine", **({"job": job["id"]} if target == "job" else {"tenant": "tenant-a"})}
-        answer = handle_admin(services.db, event, services.settings, services=lambda: replace(services, clock=lambda: now))
+        answer = handle_admin(replace(services, clock=lambda: now), event)
         assert answer == {"released": [job["id"]], "count": 1, "more": False}
     return release
 
@@ -270,8 +270,7 @@ def test_a_rebuild_from_postgres_keeps_it_out_of_reach_and_maintenance_does_not_
 
 def test_the_operators_release_names_one_job_or_one_tenant(api: Api, services: Services) -> None:
     def release(**fields: Any) -> dict[str, Any]:
-        return handle_admin(services.db, {"admin": "release-quarantine", **fields}, services.settings,
-                            services=lambda: services)
+        return handle_admin(services, {"admin": "release-quarantine", **fields})
 
     for fields, status, field in (({}, 400, "job"), ({"job": str(uuid.uuid4()), "tenant": "tenant-a"}, 400, "job"),
                                   ({"job": "j:1"}, 400, "job"), ({"tenant": "nobody"}, 404, "tenant"),

@@ -7,7 +7,7 @@ Every time is pinned (NOW); the only waits are on events the rotation's keyring 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,7 @@ def test_a_job_is_written_without_waiting_while_a_rotation_seals_its_headers(
 ) -> None:
     job_id = _sealed_job(services, tenant, "key-one")
     keyring = PausingKeyring(LocalWrapper(_key_file(services)))
-    rotation = threading.Thread(target=handle_admin, args=(services.db, ROTATE, services.settings, keyring))
+    rotation = threading.Thread(target=handle_admin, args=(replace(services, keyring=keyring), ROTATE))
     rotation.start()
     try:
         assert keyring.paused.wait(WAIT_SECONDS)
@@ -138,7 +138,7 @@ def test_a_rotation_killed_after_some_batches_is_finished_by_maintenance_and_eve
     jobs = {_sealed_job(services, tenant, f"key-{i}"): f"key-{i}" for i in range(3)}
 
     with pytest.raises(TimeoutError):
-        handle_admin(services.db, ROTATE, services.settings, DyingKeyring(LocalWrapper(_key_file(services))))
+        handle_admin(replace(services, keyring=DyingKeyring(LocalWrapper(_key_file(services)))), ROTATE)
     assert sum(v.startswith("v2:") for v in _stored(services)) == 3  # three batches of one row were kept
 
     report = run_maintenance(services, NOW)
@@ -160,7 +160,7 @@ def test_maintenance_stops_looking_once_nothing_older_is_left_and_the_key_has_se
     services: Services, tenant: str,
 ) -> None:
     tenant_secrets.put_secret(_scope(services, tenant), "S", "value")
-    assert handle_admin(services.db, ROTATE, services.settings, services.keyring)["remaining"]["secrets"] == 0
+    assert handle_admin(services, ROTATE)["remaining"]["secrets"] == 0
     with services.db.connection() as conn:
         assert store.unsettled_key(conn) == 2  # just made: an environment may still seal with version 1
         assert run_maintenance(services, NOW).reseal_remaining == 0
@@ -179,7 +179,7 @@ def test_a_secret_written_during_a_rotation_keeps_its_new_value_and_maintenance_
     keyring = PausingKeyring(LocalWrapper(_key_file(services)), pause_on="secret/")
     answers: list[dict[str, Any]] = []
     rotation = threading.Thread(target=lambda: answers.append(
-        handle_admin(services.db, ROTATE, services.settings, keyring)))
+        handle_admin(replace(services, keyring=keyring), ROTATE)))
     rotation.start()
     try:
         assert keyring.paused.wait(WAIT_SECONDS)  # the rotation has read TOKEN and is re-sealing it

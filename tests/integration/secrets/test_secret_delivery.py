@@ -328,7 +328,7 @@ def test_reencrypting_everything_moves_values_to_a_new_key_and_runs_still_send_t
     secret = tenant_secrets.signing_secret(scope)
     job_id = _job(services, tenant, now, target, headers={"Authorization": "Bearer ${secrets.TOKEN}",
                                                          "X-Api-Key": API_KEY})
-    result = handle_admin(services.db, {"admin": "rotate-encryption-key"}, services.settings, keyring=services.keyring)
+    result = handle_admin(services, {"admin": "rotate-encryption-key"})
     assert result == {"key_version": 2, "secrets": 1, "signing_secrets": 1, "jobs": 1,
                       "remaining": {"secrets": 0, "signing_secrets": 0, "jobs": 0}}
     with services.db.connection() as conn:

@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from tickwork import __version__
 from tickwork.api.responses import HealthOut
-from tickwork.ops.health import Health, Prober
+from tickwork.dispatch.health import Health, Prober
 from tickwork.wiring import services
 
 router = Router()

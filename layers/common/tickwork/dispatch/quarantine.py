@@ -27,7 +27,7 @@ retry, a manual run or a run held back; a notification `n:`; a completion check 
    wrote.
 5. **Released** by the entry's next successful handling (its slot recorded, or its claim won), by any change
    to the job through the API (PATCH, PUT, PUT by key, pause, resume), by a change to a calendar it names, or
-   by the operator's `release-quarantine` action (tickwork.ops.admin): the error is cleared and an active job
+   by the operator's `release-quarantine` action (tickwork.tenant.operator): the error is cleared and an active job
    goes back to its first slot from now.
 6. **Unknown kinds are left alone.** A member of a kind this release does not know belongs to a newer release
    (tickwork.dueindex.entries): it is not claimed, not moved, not quarantined, and fetches go past it.

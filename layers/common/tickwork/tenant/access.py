@@ -2,7 +2,7 @@
 
 keys:admin lets a key create and delete the tenant's keys, but only keys whose every scope it holds itself:
 keys:admin alone can neither mint a wider key nor remove one (a tenant's deploy key, its full key). Only an
-operator (tickwork.ops.admin) issues a key beyond what a tenant's keys hold.
+operator (tickwork.tenant.operator) issues a key beyond what a tenant's keys hold.
 """
 from __future__ import annotations
 

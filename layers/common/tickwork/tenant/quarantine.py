@@ -1,7 +1,7 @@
-"""An operator's release of jobs from quarantine (tickwork.dispatch.quarantine; the action is tickwork.ops.admin's
-`release-quarantine`): one job, or every job of a tenant in quarantine, cleared and back at its first slot from
-now, its calendars applied. A change to the job through the API releases it too (tickwork.tenant.jobs), as does a
-change to a calendar it names (tickwork.tenant.calendars)."""
+"""An operator's release of jobs from quarantine (tickwork.dispatch.quarantine; the action is
+tickwork.tenant.operator's `release-quarantine`): one job, or every job of a tenant in quarantine, cleared and back
+at its first slot from now, its calendars applied. A change to the job through the API releases it too
+(tickwork.tenant.jobs), as does a change to a calendar it names (tickwork.tenant.calendars)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

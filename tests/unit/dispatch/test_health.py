@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tickwork.ops.health import ERROR, MAX_TICK_AGE_SECONDS, OK, TIMEOUT, assess
+from tickwork.dispatch.health import ERROR, MAX_TICK_AGE_SECONDS, OK, TIMEOUT, assess
 
 NOW_MS = 1_764_583_200_000  # 2025-12-01T10:00:00Z
 

@@ -1,5 +1,6 @@
-"""Operator actions by direct Lambda invoke of the API function: `lambda:InvokeFunction` on it is the
-permission, so no HTTP route leads here (an API Gateway event always carries a requestContext).
+"""Operator actions on tenants, by direct Lambda invoke of the API function (tickwork.api.admin):
+`lambda:InvokeFunction` on it is the permission, so no HTTP route leads here (an API Gateway event always carries
+a requestContext).
 
 {"admin": "create-tenant", "name": "acme"} creates a tenant and its first API key, and returns the key:
 the only time it is seen in clear (only its digest is stored).
@@ -28,18 +29,19 @@ one job, or every job of a tenant (1,000 a call: `more` says when to call again)
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping
 
 from aws_lambda_powertools import Logger
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
+from tickwork.dueindex.index import DueIndex
 from tickwork.scope import Actor, Scope
+from tickwork.secrets.crypto import Keyring
 from tickwork.settings import Settings
 from tickwork.store import quotas as quotas_store
 from tickwork.store import tenants
 from tickwork.tenant import access, apikeys, quarantine, quotas
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
@@ -85,7 +87,8 @@ def tenant_name(raw: Any, what: str = "the tenant's name") -> str:
     return raw.strip()
 
 
-def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
+def issue_api_key(pool: Any, index: DueIndex, settings: Settings, keyring: Keyring | None, now: datetime,
+                  event: Mapping[str, Any]) -> dict[str, Any]:
     """A new key of the tenant `event` names (its id or name), holding exactly `scopes`, made as the API
     makes one (the tenant's key quota, an audit entry naming the operator)."""
     unknown = sorted(set(event) - _KEY_FIELDS)
@@ -95,10 +98,9 @@ def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
     scopes = event.get("scopes")
     if not isinstance(scopes, list):
         raise InvalidInputError("scopes", f"required: a list of the key's scopes, of {', '.join(access.ALL_SCOPES)}")
-    with svc.db.connection() as conn:
+    with pool.connection() as conn:
         tenant_id = _tenant_id(conn, event.get("tenant"))
-    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
-    scope = Scope(svc.db, svc.index, svc.settings, tenant_id, now, svc.keyring, frozenset(access.ALL_SCOPES), OPERATOR)
+    scope = Scope(pool, index, settings, tenant_id, now, keyring, frozenset(access.ALL_SCOPES), OPERATOR)
     row, token = apikeys.create_key(scope, name, scopes)
     logger.info("API key issued by the operator",
                 extra={"tenant_id": tenant_id, "key_id": row.id, "scopes": row.scopes})
@@ -106,22 +108,21 @@ def issue_api_key(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
             "api_key": token, "note": "the key is shown only now: keep it (Authorization: Bearer <api_key>)"}
 
 
-def release_quarantine(svc: Services, event: Mapping[str, Any]) -> dict[str, Any]:
+def release_quarantine(pool: Any, index: DueIndex, now: datetime, event: Mapping[str, Any]) -> dict[str, Any]:
     """Release the job `event` names, or every job in quarantine of the tenant it names (its id or name)."""
     unknown = sorted(set(event) - {"admin", "job", "tenant"})
     if unknown or ("job" in event) == ("tenant" in event):
         raise InvalidInputError(unknown[0] if unknown else "job", "give the job's id, or the tenant's id or name")
-    now = datetime.fromtimestamp(svc.clock(), timezone.utc)
     if "job" in event:
         try:
             job_id = str(uuid.UUID(event["job"]))
         except (ValueError, TypeError, AttributeError):
             raise InvalidInputError("job", "the job's id (a UUID)") from None
-        done = quarantine.release(svc.db, svc.index, now, job_id=job_id)
+        done = quarantine.release(pool, index, now, job_id=job_id)
     else:
-        with svc.db.connection() as conn:
+        with pool.connection() as conn:
             tenant_id = _tenant_id(conn, event["tenant"])
-        done = quarantine.release(svc.db, svc.index, now, tenant_id=tenant_id)
+        done = quarantine.release(pool, index, now, tenant_id=tenant_id)
     return {"released": done.job_ids, "count": len(done.job_ids), "more": done.more}
 
 
