@@ -20,7 +20,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from tests import parallel
+from tests import aws, parallel
 from tests.schemas import MigratedSchemas, schema_name
 from tickwork.models import Dispatch
 from tickwork.settings import Settings
@@ -51,6 +51,12 @@ def servers() -> Iterator[Any]:
 def _with_search_path(url: str, schema: str) -> str:
     option = quote(f"-csearch_path={schema}")
     return f"{url}{'&' if '?' in url else '?'}options={option}"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto's server (tests/aws.py), one per test process: the AWS the AWS kinds of target are tested against."""
+    yield from aws.moto_server()
 
 
 @pytest.fixture(scope="session")

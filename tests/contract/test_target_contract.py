@@ -1,6 +1,7 @@
 """The Target contract (tickwork.targets.base), run against every registered kind of target.
 
-Each kind brings a Harness: a real endpoint of its kind (HTTP: http.server on loopback, in a thread), the
+Each kind brings a Harness: a real endpoint of its kind (HTTP: http.server on loopback, in a thread; the AWS kinds:
+moto's server, tests/contract/aws_harnesses.py), the
 Target the executor would make for it, and runs that make the endpoint succeed, answer a failure a retry may
 mend, answer one a retry would only repeat, or not answer in time, and runs the deployment refuses. What each
 must come to is the contract, the same for every kind; a kind registered without a Harness fails here.
@@ -18,10 +19,12 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 
 import pytest
 
+from tests.contract import aws_harnesses
 from tests.support import wait_for
 from tickwork.http.connections import Connections
 from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
+from tickwork.runs.executor import aws_access
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
 from tickwork.targets import kinds
@@ -114,7 +117,7 @@ class HttpHarness:
         self.endpoint = endpoint
         # The deployment sends to the endpoint's port only: a run to another is refused.
         settings = replace(services.settings, target_ports=(endpoint.port,))
-        means = kinds.Means(settings, TenantSecrets(services), lambda run: None, Connections())
+        means = kinds.Means(settings, TenantSecrets(services), lambda run: None, Connections(), aws_access(settings))
         self.target = kinds.KINDS[TargetKind.HTTP](means)
         with services.db.connection() as conn:
             self.tenant_id = create_tenant(conn, f"contract-{uuid.uuid4().hex[:8]}")
@@ -134,13 +137,20 @@ class HttpHarness:
         return list(self.endpoint.run_ids)
 
 
-def _http(services: Services) -> Iterator[Harness]:
+def _http(services: Services, request: pytest.FixtureRequest) -> Iterator[Harness]:
     endpoint = HttpEndpoint()
     yield HttpHarness(services, endpoint)
     endpoint.close()
 
 
-HARNESSES: dict[TargetKind, Callable[[Services], Iterator[Harness]]] = {TargetKind.HTTP: _http}
+def _aws(kind: TargetKind) -> Callable[[Services, pytest.FixtureRequest], Iterator[Harness]]:
+    def made(services: Services, request: pytest.FixtureRequest) -> Iterator[Harness]:
+        yield from aws_harnesses.harness(kind, TIMEOUT_SECONDS)(services, request.getfixturevalue("moto_endpoint"))
+    return made
+
+
+HARNESSES: dict[TargetKind, Callable[[Services, pytest.FixtureRequest], Iterator[Harness]]] = {
+    TargetKind.HTTP: _http, **{kind: _aws(kind) for kind in aws_harnesses.RESOURCES}}
 
 
 def test_every_kind_has_a_harness() -> None:
@@ -149,7 +159,7 @@ def test_every_kind_has_a_harness() -> None:
 
 @pytest.fixture(params=sorted(kinds.KINDS))
 def harness(request: pytest.FixtureRequest, services: Services) -> Iterator[Harness]:
-    yield from HARNESSES[request.param](services)
+    yield from HARNESSES[request.param](services, request)
 
 
 def attempt(harness: Harness, run: StartedExecution) -> Outcome:

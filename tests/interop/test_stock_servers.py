@@ -81,7 +81,7 @@ NO_CONTENT = Answer(status_code=204, body="")
 # A 3xx is not followed (a redirect could point inside the network) and not retried: only 5xx, 408 and 429
 # are (tickwork.http.delivery._outcome, tickwork.rules.retry.is_retryable_status).
 NOT_MODIFIED = Answer(status="failed", status_code=304, body="", error_mentions="redirect not followed")
-# Of a longer body only the first MAX_STORED_BODY_BYTES are kept (tickwork.http.delivery._stored_body).
+# Of a longer body only the first MAX_STORED_BODY_BYTES are kept (tickwork.http.delivery.stored_body).
 CUT = Answer(body=BIG_BODY[:MAX_STORED_BODY_BYTES].decode())
 # Refused before any request is written, and not retried: another attempt would meet the same certificate.
 UNTRUSTED = Answer(status="failed", status_code=None, body=None, error_mentions="certificate", arrives=False)

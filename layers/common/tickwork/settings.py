@@ -96,6 +96,9 @@ DEFAULT_DB_CONNECT_TIMEOUT_SECONDS = 5
 # Target ports a job may use; empty: any. The local runtime and tests send to servers on random ports; the
 # template sets the ports the functions' security group lets out (its TargetPorts, 80 and 443 by default).
 DEFAULT_TARGET_PORTS: tuple[int, ...] = ()
+# The roles a job's AWS target may have the executor assume (tickwork.targets.aws.credentials), IAM's wildcards:
+# any account's `tickwork-target-*` roles. The template sets its own (TargetRolePattern: this account's, by default).
+DEFAULT_TARGET_ROLE_PATTERN = "arn:aws:iam::*:role/tickwork-target-*"
 
 
 def _bool(value: str | None, default: bool) -> bool:
@@ -191,6 +194,8 @@ class Settings:
     # The only ports a target URL may use (a request to another would wait for its timeout at the security
     # group); empty: any.
     target_ports: tuple[int, ...] = DEFAULT_TARGET_PORTS
+    # The role ARNs an AWS target may name, patterns separated by commas (`*` and `?` as in IAM policies).
+    target_role_pattern: str = DEFAULT_TARGET_ROLE_PATTERN
     # The API's public base URL, for the callback URL of a job completed by callback (tickwork.rules.completion);
     # empty: such jobs' attempts are refused.
     public_api_url: str = ""
@@ -262,6 +267,7 @@ class Settings:
             target_ca_bundle=_readable_file(env, "TICKWORK_TARGET_CA_BUNDLE"),
             connect_ahead=_bool(env.get("TICKWORK_CONNECT_AHEAD"), True),
             target_ports=_ports(env, "TICKWORK_TARGET_PORTS"),
+            target_role_pattern=(env.get("TICKWORK_TARGET_ROLE_PATTERN") or "").strip() or DEFAULT_TARGET_ROLE_PATTERN,
             public_api_url=(env.get("TICKWORK_PUBLIC_API_URL") or "").strip().rstrip("/"),
             code_version=env.get("TICKWORK_CODE_VERSION", ""),
         )

@@ -218,7 +218,7 @@ class Prepared:
             # Closed by the target, or a longer body than we keep: not worth draining.
             response.close()
             self.conn.close()
-        outcome = _outcome(response.status, _stored_body(data, whole), response.getheader("retry-after"), duration)
+        outcome = _outcome(response.status, stored_body(data, whole), response.getheader("retry-after"), duration)
         return self._redacted(outcome, cut=not whole)
 
     def _closed_early(self) -> None:
@@ -376,7 +376,7 @@ def _retry_after(raw: str | None, now: float) -> float | None:
         return None
 
 
-def _stored_body(data: bytes, whole: bool) -> str:
+def stored_body(data: bytes, whole: bool) -> str:
     """What is kept of a response body (at most MAX_STORED_BODY_BYTES): text, with bytes that are not
     UTF-8 as U+FFFD; a body holding a NUL byte is binary (git's rule; PostgreSQL text cannot hold NUL
     either) and is kept as a note of its size."""

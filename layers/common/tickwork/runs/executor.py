@@ -35,7 +35,10 @@ from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
+from tickwork.runs.pool import ElasticPool
 from tickwork.targets import kinds
+from tickwork.targets.aws.clients import Clients
+from tickwork.targets.aws.credentials import RoleSessions, executor_sts
 from tickwork.targets.base import Callback, Target, TargetKind, kind_of
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.vocab import DispatchKind, NotEnded, NotStarted
@@ -59,6 +62,13 @@ GIVE_BACK_EVERY_SECONDS = 0.1
 # What an execution environment keeps warm across its invocations. An environment runs one invocation
 # at a time: in Lambda that is the process, in the local runtime one invoker thread.
 _environment = threading.local()
+# Threads the AWS kinds' calls are made on before more are added for calls that block (tickwork.runs.pool): an SDK
+# call waits on the network far more than it computes.
+AWS_CALL_THREADS = 32
+# botocore waits for an answer this much longer than the longest attempt, which times out first.
+AWS_READ_MARGIN_SECONDS = 5
+_aws: dict[tuple[str, int], kinds.AwsAccess] = {}
+_aws_lock = threading.Lock()
 
 
 def http_client(settings: Settings | None = None) -> Connections:
@@ -70,6 +80,18 @@ def http_client(settings: Settings | None = None) -> Connections:
     if options not in kept:
         kept[options] = Connections(connect_ahead=options[0], ca_bundle=options[1])
     return kept[options]
+
+
+def aws_access(settings: Settings) -> kinds.AwsAccess:
+    """This environment's clients of AWS target roles and the threads their calls are made on, shared by every
+    invocation it runs (one per role pattern and request cap); nothing is made until a run needs it."""
+    key = (settings.target_role_pattern, settings.max_request_timeout_seconds)
+    with _aws_lock:
+        if key not in _aws:
+            sessions = RoleSessions(executor_sts, settings.target_role_pattern)
+            clients = Clients(sessions, read_timeout=settings.max_request_timeout_seconds + AWS_READ_MARGIN_SECONDS)
+            _aws[key] = kinds.AwsAccess(clients, ElasticPool(AWS_CALL_THREADS, name="aws"))
+        return _aws[key]
 
 
 @dataclass
@@ -86,7 +108,8 @@ class Executor:
 
     def __post_init__(self) -> None:
         self.secrets = TenantSecrets(self.svc, self.clock)
-        self.targets = kinds.made(kinds.Means(self.svc.settings, self.secrets, self.callback, self.http))
+        self.targets = kinds.made(kinds.Means(self.svc.settings, self.secrets, self.callback, self.http,
+                                              aws_access(self.svc.settings)))
 
     @property
     def index(self) -> DueIndex:

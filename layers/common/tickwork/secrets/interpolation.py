@@ -61,6 +61,11 @@ def references(request: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield field, match.group(1)
 
 
+def names_in(text: str) -> set[str]:
+    """The names of the secrets `text` references."""
+    return set(_REFERENCE.findall(text)) if _MARK in text else set()
+
+
 def has_references(request: Mapping[str, Any]) -> bool:
     return any(True for _ in references(request))
 

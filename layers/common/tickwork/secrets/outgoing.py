@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from aws_lambda_powertools import Logger
@@ -57,6 +57,20 @@ class TenantSecrets:
         if refused is not None:
             raise SecretHostError(refused, sent)
         return expanded, sent
+
+    def unbound_values(self, tenant_id: str, names: Iterable[str]) -> dict[str, str]:
+        """The values of the named secrets the tenant has, for a call bound for no URL's host (an AWS target):
+        SecretHostError for a secret restricted to allowed hosts, which may go to none but those; a name the
+        tenant lacks is left out (expanding its reference raises UnknownSecretError)."""
+        wanted = set(names)
+        if not wanted:
+            return {}
+        sealed = self._sealed_secrets(tenant_id)
+        restricted = sorted(name for name in wanted if name in sealed and sealed[name].allowed_hosts is not None)
+        if restricted:
+            raise SecretHostError(f"secret {restricted[0]} may only be sent to its allowed hosts, and an AWS target "
+                                  "has none", ())
+        return {name: self._open(tenant_id, name, sealed[name].sealed) for name in wanted if name in sealed}
 
     def values_to_redact(self, run: StartedExecution, *also: str) -> tuple[str, ...]:
         """What a text the run's target wrote (a completion's output) is redacted of: the request's sensitive

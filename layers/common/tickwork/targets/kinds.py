@@ -1,7 +1,9 @@
 """Every kind of target, made for one executor invocation from the collaborators it is given."""
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from tickwork.http.connections import Connections
@@ -9,8 +11,19 @@ from tickwork.models import StartedExecution
 from tickwork.outcome import Failure
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
-from tickwork.targets.base import Callback, Target, TargetKind
+from tickwork.targets.aws.clients import Clients
+from tickwork.targets.aws.target import AwsTarget
+from tickwork.targets.base import AWS_KINDS, Callback, Target, TargetKind
 from tickwork.targets.http import HttpTarget
+
+
+@dataclass(frozen=True)
+class AwsAccess:
+    """What the AWS kinds call with, kept by the execution environment: the clients of target roles (their sessions
+    and connections) and the threads calls are made on."""
+
+    clients: Clients
+    calls: Executor
 
 
 @dataclass(frozen=True)
@@ -22,13 +35,20 @@ class Means:
     secrets: TenantSecrets
     callback: Callable[[StartedExecution], Callback | Failure | None]
     http: Connections
+    aws: AwsAccess
 
 
 def _http(means: Means) -> Target:
     return HttpTarget(means.http, means.settings, means.secrets, means.callback)
 
 
-KINDS: dict[TargetKind, Callable[[Means], Target]] = {TargetKind.HTTP: _http}
+def _aws(kind: TargetKind, means: Means) -> Target:
+    return AwsTarget(kind, means.aws.clients, means.secrets, means.aws.calls,
+                     float(means.settings.max_request_timeout_seconds))
+
+
+KINDS: dict[TargetKind, Callable[[Means], Target]] = {
+    TargetKind.HTTP: _http, **{kind: partial(_aws, kind) for kind in AWS_KINDS.values()}}
 
 
 def made(means: Means) -> dict[TargetKind, Target]:
