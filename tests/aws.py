@@ -111,6 +111,7 @@ class Forwarder:
     moto: str
     canned: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)  # of each request, in order
     release: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -121,6 +122,7 @@ class Forwarder:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                forwarder.headers.append(dict(self.headers))
                 probe = _PROBE.search(unquote_plus(body.decode(errors="replace")).replace("\\", ""))
                 if probe is not None:
                     forwarder.run_ids.append(probe.group(2))
