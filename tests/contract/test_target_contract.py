@@ -220,6 +220,7 @@ def test_a_run_the_deployment_refuses_is_not_called_nor_retried(harness: Harness
     assert harness.called() == []
 
 
+@pytest.mark.realtime  # asserts how long the attempt took against the wall clock: one at a time in make test
 def test_a_target_that_does_not_answer_times_out_within_the_runs_time(harness: Harness) -> None:
     run = harness.run(Case.SILENT)
     began = time.monotonic()

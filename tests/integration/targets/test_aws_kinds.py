@@ -20,7 +20,7 @@ from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.dueindex.index import DueIndex
 from tickwork.scope import Scope
-from tickwork.secrets import vault
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
 from tickwork.targets.aws.clients import Clients
@@ -41,7 +41,7 @@ def _scope(services: Services, tenant_id: str) -> Scope:
 def tenant(services: Services) -> str:
     with services.db.connection() as conn:
         tenant_id = create_tenant(conn, "aws")
-    vault.put_secret(_scope(services, tenant_id), "TOKEN", TOKEN)
+    tenant_secrets.put_secret(_scope(services, tenant_id), "TOKEN", TOKEN)
     return tenant_id
 
 
@@ -198,7 +198,7 @@ def test_boto3s_endpoint_setting_points_the_clients_at_moto(runner: Runner, moto
 
 def test_a_secret_bound_to_hosts_is_never_sent_to_an_aws_target(services: Services, runner: Runner,
                                                                  moto_endpoint: str) -> None:
-    vault.put_secret(_scope(services, runner.tenant), "HOSTED", "v4lue-9",
+    tenant_secrets.put_secret(_scope(services, runner.tenant), "HOSTED", "v4lue-9",
                      allowed_hosts=["api.example.com"])
     url, arn = _queue(moto_endpoint)
     outcome = runner.attempt(runner.run({"arn": arn, "input": "${secrets.HOSTED}"}))
