@@ -1,11 +1,12 @@
 """Domain values shared by the poller, the executor and the API. No I/O here."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
-from tickwork.vocab import DispatchKind
+from tickwork import defaults
+from tickwork.vocab import DispatchKind, JobStatus
 
 T = TypeVar("T")
 Key = tuple[datetime, str]  # a keyset position: (created_at or scheduled_for, id)
@@ -50,43 +51,197 @@ def dispatches_from_event(event: Mapping[str, Any]) -> list[Dispatch]:
     return [Dispatch.from_dict(item) for item in event.get("dispatches", [])]
 
 
+# ---------------------------------------------------------------- the job and its parts
+# Each part is parsed from its JSON form once, where it enters (the store reading a row, the API reading a
+# body: `from_dict`), and written back by `to_dict`. A field a stored part lacks (a job older than the field)
+# takes the value that keeps the behaviour it had.
+
 @dataclass(frozen=True)
-class JobRow:
-    """A job as stored in Postgres."""
+class HttpRequest:
+    """The HTTP request a job sends. Header values may be sealed (tickwork.secrets.vault)."""
+
+    url: str
+    method: str | None = None  # none given: POST with a body, else GET (set when the job is stored)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: str | None = None
+    timeout_seconds: int = defaults.REQUEST_TIMEOUT_SECONDS
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> HttpRequest:
+        return cls(url=raw["url"], method=raw.get("method"), headers=dict(raw.get("headers") or {}),
+                   body=raw.get("body"), timeout_seconds=raw.get("timeout_seconds", defaults.REQUEST_TIMEOUT_SECONDS))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "url": self.url, "headers": dict(self.headers), "body": self.body,
+                "timeout_seconds": self.timeout_seconds}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a failed attempt is tried again (tickwork.rules.retry); its defaults are a stored job's."""
+
+    strategy: str = defaults.RETRY_STRATEGY
+    max_attempts: int = defaults.RETRY_MAX_ATTEMPTS
+    delay_seconds: float = defaults.RETRY_DELAY_SECONDS
+    jitter: str = defaults.STORED_RETRY_JITTER
+    max_delay_seconds: float = defaults.STORED_RETRY_MAX_DELAY_SECONDS
+    past_next_run: bool = defaults.STORED_RETRY_PAST_NEXT_RUN
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> RetryPolicy:
+        """A stored policy; numbers keep their JSON type (a delay of 10 is shown as 10, not 10.0)."""
+        given = {name: (raw or {})[name] for name in _RETRY_FIELDS if name in (raw or {})}
+        return cls(**given)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _RETRY_FIELDS}
+
+
+_RETRY_FIELDS = ("strategy", "max_attempts", "delay_seconds", "jitter", "max_delay_seconds", "past_next_run")
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Where a job's events go (tickwork.rules.notifications), and which."""
+
+    url: str
+    on: tuple[str, ...] = defaults.NOTIFY_ON
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Notify:
+        return cls(raw["url"], tuple(raw.get("on", defaults.NOTIFY_ON)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "on": list(self.on)}
+
+
+@dataclass(frozen=True)
+class SuccessRule:
+    """Which answers are a successful attempt (tickwork.rules.success)."""
+
+    status_codes: tuple[int | str, ...]
+    body_contains: str | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> SuccessRule:
+        return cls(tuple(raw["status_codes"]), raw.get("body_contains"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status_codes": list(self.status_codes), "body_contains": self.body_contains}
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How a job's runs end (tickwork.rules.completion): a stored job has one only in callback mode, with its
+    timeout; a job without one ends them by the answer. As given to the API, either mode, the timeout optional."""
+
+    mode: str
+    timeout_seconds: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Completion:
+        return cls(raw["mode"], raw.get("timeout_seconds"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "timeout_seconds": self.timeout_seconds}
+
+
+@dataclass(frozen=True)
+class CalendarRef:
+    """The calendars whose dates a job does not run on, by name, and what becomes of a slot on one."""
+
+    exclude: tuple[str, ...]
+    on_excluded: str = defaults.ON_EXCLUDED
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> CalendarRef:
+        return cls(tuple(raw.get("exclude") or ()), raw.get("on_excluded", defaults.ON_EXCLUDED))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exclude": list(self.exclude), "on_excluded": self.on_excluded}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobDraft:
+    """A job's definition: what a create or a PUT sets, in the order a plan and the audit list its fields.
+    A new field of a job goes here (or in `Job`, for state), with its default; the store, the PATCH and PUT
+    rules, the definition and the view follow the fields."""
+
+    name: str
+    schedule: str
+    timezone: str = defaults.TIMEZONE
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    spread_seconds: int = defaults.SPREAD_SECONDS
+    request: HttpRequest
+    retry: RetryPolicy
+    overlap: str = defaults.OVERLAP
+    catchup: str = defaults.CATCHUP
+    catchup_window_seconds: int = defaults.CATCHUP_WINDOW_SECONDS
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    notify: Notify | None = None
+    pause_after_failures: int | None = None
+    success: SuccessRule | None = None
+    source: str | None = None  # the label of what manages it (a jobs file, a stack)
+    completion: Completion | None = None  # None: the answer ends a run
+    calendar: CalendarRef | None = None
+    key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> JobDraft:
+        """A draft from a validated body (the API's JSON), its parts parsed."""
+        return cls(**parsed_parts(body))
+
+
+# What decides when a job runs: a change to any of it moves the job's version and its next run.
+TIMING_FIELDS = ("schedule", "timezone", "start_at", "end_at", "spread_seconds", "calendar")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job(JobDraft):
+    """A job: its definition and its state."""
 
     id: str
     tenant_id: str
-    name: str
-    schedule: str
-    timezone: str
-    start_at: datetime | None
-    end_at: datetime | None
-    request: dict[str, Any]
-    retry: dict[str, Any]
-    status: str
-    next_run_at: datetime | None
-    version: int
+    status: str = JobStatus.ACTIVE
+    next_run_at: datetime | None = None
+    version: int = 1
     created_at: datetime
     updated_at: datetime
-    overlap: str = "allow"
-    catchup: str = "latest"
-    catchup_window_seconds: int = 300
-    tags: list[str] = field(default_factory=list)
-    description: str = ""
-    notify: dict[str, Any] | None = None
-    pause_after_failures: int | None = None
     paused_reason: str | None = None
-    success: dict[str, Any] | None = None
-    key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
-    source: str | None = None  # the label of what manages it (a jobs file, a stack)
-    spread_seconds: int = 0
-    completion: dict[str, Any] | None = None  # None: the answer ends a run; else tickwork.rules.completion
-    calendar: dict[str, Any] | None = None  # {"exclude": [calendar names], "on_excluded": "skip" | "next_day"}
     # In quarantine (tickwork.rules.quarantine): why, since when, failures in a row, claimable again from.
     error_reason: str | None = None
     errored_at: datetime | None = None
     error_count: int | None = None
     retry_errored_at: datetime | None = None
+
+    @property
+    def timing(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in TIMING_FIELDS)
+
+
+DEFINITION_FIELDS = tuple(f.name for f in fields(JobDraft))
+JOB_FIELDS = tuple(f.name for f in fields(Job))
+# The fields held as a typed part, by the part's type; stored as JSON.
+JOB_PARTS: dict[str, Any] = {"request": HttpRequest, "retry": RetryPolicy, "notify": Notify, "success": SuccessRule,
+                             "completion": Completion, "calendar": CalendarRef}
+
+
+def parsed_parts(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`raw` with each part given (as JSON) parsed, None kept, and tags as a tuple."""
+    parsed = {name: value if value is None or name not in JOB_PARTS else JOB_PARTS[name].from_dict(value)
+              for name, value in raw.items()}
+    if parsed.get("tags") is not None:
+        parsed["tags"] = tuple(parsed["tags"])
+    return parsed
+
+
+def part_json(value: Any) -> Any:
+    """A field's value as JSON holds it: a part as its dict, tags as a list."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
@@ -100,7 +255,7 @@ class StartedExecution:
     attempt: int
     request: dict[str, Any]
     retry: dict[str, Any]
-    overlap: str = "allow"
+    overlap: str = defaults.OVERLAP
     # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
     attempt_started_at: datetime | None = None
     success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)

@@ -18,7 +18,7 @@ class RunStatus(StrEnum):
     WAITING = "waiting"  # behind the run in progress (overlap queue_one)
     RUNNING = "running"
     RETRYING = "retrying"
-    AWAITING_COMPLETION = "awaiting_completion"  # answered; its completion callback decides (tickwork.runs.completion)
+    AWAITING_COMPLETION = "awaiting_completion"  # answered; its completion callback decides (tickwork.rules.completion)
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -51,8 +51,8 @@ class DispatchKind(StrEnum):
     """What a dispatch to the executor is (tickwork.models.Dispatch)."""
 
     RUN = "run"
-    NOTIFICATION = "notification"  # its execution_id is a notification's (tickwork.notifications.events)
-    COMPLETION = "completion"  # the check of a run awaiting its completion callback (tickwork.runs.completion)
+    NOTIFICATION = "notification"  # its execution_id is a notification's (tickwork.rules.notifications)
+    COMPLETION = "completion"  # the check of a run awaiting its completion callback (tickwork.rules.completion)
 
 
 class Overlap(StrEnum):

@@ -20,7 +20,7 @@ from tickwork.scope import Scope
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import bykey
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
-from tickwork.tenant.jobs import JobDraft
+from tickwork.models import JobDraft
 
 SEALED_COMPARED = "plan compared sealed header values"
 # One pinned clock for every request of a test: a Tuesday, off the whole second.
@@ -273,7 +273,7 @@ def test_a_put_that_would_exceed_a_quota_is_refused_and_the_plan_says_so(api: Ap
 def test_concurrent_puts_of_a_new_key_make_one_job(api: Api, services: Any, db: Any) -> None:
     """Each PUT runs in its own thread on its own connection, as separate Lambda environments do: the unique
     index decides which creates; the others replace that job."""
-    draft = JobDraft(**JobCreate.model_validate(job_body()).model_dump())
+    draft = JobDraft.from_dict(JobCreate.model_validate(job_body()).model_dump())
     assert api.call("GET", "/jobs").status == 200  # as every request does first: the keyring's first data key
     for attempt in range(3):
         key, start, outcomes = f"race-{attempt}", threading.Barrier(4), []

@@ -17,7 +17,7 @@ from tickwork.scope import Scope
 from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import idempotency, jobs
-from tickwork.tenant.jobs import JobDraft
+from tickwork.models import JobDraft
 from tickwork.wiring import Services
 
 T0 = datetime(2031, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
@@ -144,8 +144,8 @@ def test_the_longest_printable_key_is_taken(api: Api) -> None:
 
 def _draft() -> JobDraft:
     body = job_body()
-    return JobDraft(**{**body, "start_at": None, "end_at": None,
-                       "retry": {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}})
+    return JobDraft.from_dict({**body, "start_at": None, "end_at": None,
+                               "retry": {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}})
 
 
 def _scope(api: Api, services: Services) -> Scope:

@@ -13,7 +13,7 @@ from tickwork.scope import Scope
 from tickwork.store.secrets import PgKeyStore
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import jobs
-from tickwork.tenant.jobs import JobDraft
+from tickwork.models import JobDraft
 from tickwork.wiring import Services
 
 Handler = Callable[[str], Callable[[dict[str, Any], Any], Any]]
@@ -105,8 +105,8 @@ def test_quotas_hold_under_concurrent_creates(api: Api, services: Services, hand
     """Eight creates at once, each in its own thread and connection (as eight API environments would):
     exactly as many succeed as the quota allows. Every job runs every second (60 runs a minute)."""
     set_quotas(handler, api.tenant_id, **{quota: limit})
-    draft = JobDraft(**{**job_body(schedule=EVERY_SECOND), "start_at": None, "end_at": None,
-                        "retry": {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}})
+    draft = JobDraft.from_dict({**job_body(schedule=EVERY_SECOND), "start_at": None, "end_at": None,
+                                "retry": {"strategy": "exponential", "max_attempts": 3, "delay_seconds": 10}})
     with services.db.connection() as conn:  # the first data key, as the API's authentication makes it
         services.keyring.ensure(PgKeyStore(conn))
     start, outcomes = threading.Barrier(8), []

@@ -17,18 +17,17 @@ from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_res
 from tests.support import score_of
 from tickwork.dueindex.entries import job_member
 from tickwork.errors import NotFoundError
-from tickwork.models import JobRow
+from tickwork.models import Job, JobDraft
 from tickwork.ops import custom_resource
 from tickwork.ops.custom_resource import budget_seconds
 from tickwork.ops.job_resource import handle_job_resource
 from tickwork.ops.response_url import ResponseHosts
 from tickwork.scope import Scope
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.store import keys as keys_store
 from tickwork.store.filters import AuditFilter
 from tickwork.store.tenants import create_api_key, create_tenant
 from tickwork.tenant import audit, bykey
-from tickwork.tenant import secrets as tenant_secrets
-from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services, configure
 from tickwork.wiring import services as current_services
@@ -81,7 +80,7 @@ def _send(provider: Handler, target: Target, event: dict[str, Any]) -> dict[str,
     return response
 
 
-def _job(services: Services, tenant_id: str, key: str) -> JobRow | None:
+def _job(services: Services, tenant_id: str, key: str) -> Job | None:
     scope = Scope(services.db, services.index, services.settings, tenant_id, NOW, services.keyring)
     try:
         return bykey.get_job_by_key(scope, key).job
@@ -99,8 +98,8 @@ def test_create_puts_the_job_and_answers_its_id_and_next_run(
     assert job is not None
     assert response["Data"] == {"JobId": job.id, "NextRunAt": FIRST_RUN}
     assert (job.key, job.source, job.name, job.timezone) == ("nightly-report", SOURCE, "Nightly report", "Europe/Paris")
-    assert job.request["url"] == "https://abcdef1234.execute-api.eu-west-3.amazonaws.com/run"
-    assert job.request["method"] == "POST"
+    assert job.request.url == "https://abcdef1234.execute-api.eu-west-3.amazonaws.com/run"
+    assert job.request.method == "POST"
     assert score_of(services.index, job_member(job.id)) == to_ms(job.next_run_at)  # due: it will run
 
 
@@ -122,7 +121,7 @@ def test_an_update_of_a_field_keeps_the_job_and_its_version(
     assert updated["Data"] == created["Data"]
     after = _job(services, tenant, "nightly-report")
     assert before is not None and after is not None
-    assert (after.id, after.name, after.retry["max_attempts"]) == (before.id, "Nightly report (v2)", 5)
+    assert (after.id, after.name, after.retry.max_attempts) == (before.id, "Nightly report (v2)", 5)
     assert after.version == before.version  # the timing did not change
 
 
@@ -226,10 +225,10 @@ def test_a_key_another_source_manages_is_refused_and_a_repeated_create_is_harmle
     provider: Handler, target: Target, services: Services, tenant: str,
 ) -> None:
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    put, _ = bykey.put_job_by_key(scope, "hourly-sync", JobDraft(
+    put, _ = bykey.put_job_by_key(scope, "hourly-sync", JobDraft.from_dict(dict(
         name="sync", schedule="rate(1 hour)", timezone="UTC", start_at=None, end_at=None,
         request={"method": "GET", "url": "https://example.com/sync", "headers": {}}, retry={},
-        key="hourly-sync", source="tickwork.yaml"))
+        key="hourly-sync", source="tickwork.yaml")))
     theirs = put.job
     refused = _send(provider, target, _event(target, "Create", Key="hourly-sync"))
     assert refused["Status"] == "FAILED"
@@ -277,11 +276,11 @@ def test_the_strings_cloudformation_sends_are_read_as_numbers_and_booleans(
     assert response["Status"] == "SUCCESS", response
     job = _job(services, tenant, "nightly-report")
     assert job is not None
-    assert (job.catchup_window_seconds, job.pause_after_failures, job.tags) == (600, 3, ["env:prod", "team=bi"])
-    assert (job.retry["max_attempts"], job.retry["delay_seconds"], job.retry["past_next_run"]) == (4, 30, False)
+    assert (job.catchup_window_seconds, job.pause_after_failures, job.tags) == (600, 3, ("env:prod", "team=bi"))
+    assert (job.retry.max_attempts, job.retry.delay_seconds, job.retry.past_next_run) == (4, 30, False)
     assert job.success == {"status_codes": [204, "3xx"], "body_contains": None}
-    assert job.notify is not None and job.notify["on"] == ["failure"]
-    assert job.request["timeout_seconds"] == 20
+    assert job.notify is not None and job.notify.on == ("failure",)
+    assert job.request.timeout_seconds == 20
 
 
 def test_header_names_are_kept_and_a_secret_reference_is_stored_as_written(
@@ -299,7 +298,7 @@ def test_header_names_are_kept_and_a_secret_reference_is_stored_as_written(
     assert response["Status"] == "SUCCESS", response
     job = _job(services, tenant, "nightly-report")
     assert job is not None
-    assert set(job.request["headers"]) == {"Authorization", "x-Request_Source"}
+    assert set(job.request.headers) == {"Authorization", "x-Request_Source"}
     assert "s3cr3t-value" not in json.dumps([r["body"] for r in target.requests])
 
 

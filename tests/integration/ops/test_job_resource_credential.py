@@ -20,7 +20,7 @@ from tests.integration.ops.test_job_resource import (  # noqa: F401 - provider a
     provider,
     tenant,
 )
-from tickwork.models import JobRow
+from tickwork.models import Job, JobDraft
 from tickwork.ops.job_properties import CREDENTIAL_SINCE
 from tickwork.scope import Scope
 from tickwork.store import jobs as jobs_store
@@ -28,7 +28,6 @@ from tickwork.store import keys as keys_store
 from tickwork.store.tenants import create_tenant
 from tickwork.tenant import bykey
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
-from tickwork.tenant.jobs import JobDraft
 from tickwork.wiring import Services
 
 def _key(db: psycopg.Connection, tenant_id: str, *scopes: str) -> str:
@@ -139,13 +138,13 @@ def test_a_malformed_stack_id_is_refused(provider: Handler, target: Target, serv
     assert _job(services, tenant, "nightly-report") is None
 
 
-def _made_by_the_old_release(services: Services, tenant: str) -> JobRow:
+def _made_by_the_old_release(services: Services, tenant: str) -> Job:
     """What a Custom::TickworkJob made before the credential: the job and its source, no stack id recorded."""
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    put, _ = bykey.put_job_by_key(scope, "nightly-report", JobDraft(
+    put, _ = bykey.put_job_by_key(scope, "nightly-report", JobDraft.from_dict(dict(
         name="Nightly report", schedule="0 30 2 * * *", timezone="Europe/Paris", start_at=None, end_at=None,
         request={"method": "POST", "url": "https://abcdef1234.execute-api.eu-west-3.amazonaws.com/run",
-                 "headers": {}}, retry={}, key="nightly-report", source=SOURCE))
+                 "headers": {}}, retry={}, key="nightly-report", source=SOURCE)))
     return put.job
 
 
@@ -209,12 +208,12 @@ def test_a_job_made_by_the_api_between_the_read_and_the_write_is_refused_in_the_
     """Break: the provider's first read finds no job with the key, and the API creates one before the provider
     writes. Must hold: the ownership check runs again in the write's transaction and refuses to take it over."""
     scope = Scope(services.db, services.index, services.settings, tenant, NOW, services.keyring)
-    theirs, _ = bykey.put_job_by_key(scope, "nightly-report", JobDraft(
+    theirs, _ = bykey.put_job_by_key(scope, "nightly-report", JobDraft.from_dict(dict(
         name="made with the API", schedule="rate(1 hour)", timezone="UTC", start_at=None, end_at=None,
-        request={"method": "GET", "url": "https://example.com/sync", "headers": {}}, retry={}, key="nightly-report"))
+        request={"method": "GET", "url": "https://example.com/sync", "headers": {}}, retry={}, key="nightly-report")))
     real, stale = jobs_store.get_job_by_key, [True]
 
-    def first_read_stale(conn: Any, tenant_id: str, key: str, *, lock: bool = False) -> JobRow | None:
+    def first_read_stale(conn: Any, tenant_id: str, key: str, *, lock: bool = False) -> Job | None:
         if stale and not lock:
             stale.pop()
             return None  # as read just before the API's create

@@ -15,7 +15,7 @@ from tickwork.dispatch.backlog import BacklogShares, Cursor
 from tickwork.dispatch.planning import plan_batch
 from tickwork.dispatch.quarantine import MAX_FAILED_CALLS, isolated
 from tickwork.dueindex.entries import DueEntry
-from tickwork.models import Dispatch, JobRow
+from tickwork.models import Dispatch, HttpRequest, Job, RetryPolicy
 from tickwork.rules.quarantine import (
     BACKOFF_MS,
     MAX_BACKOFF_MS,
@@ -167,13 +167,14 @@ def test_past_its_bound_a_bisection_sets_aside_what_still_fails_together() -> No
 
 # ------------------------------------------------------------------------------ release and shown state
 
-def _job_row(**changes: object) -> JobRow:
+def _job_row(**changes: object) -> Job:
     at = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
-    row = JobRow(id="00000000-0000-4000-8000-000000000001", tenant_id="t", name="p", schedule="*/10 * * * * *",
-                 timezone="UTC", start_at=None, end_at=None, request={}, retry={}, status="active", next_run_at=at,
-                 version=1, created_at=at, updated_at=at, error_reason="OverflowError while applying its calendars",
-                 errored_at=at, error_count=3, retry_errored_at=at)
-    return JobRow(**{**row.__dict__, **changes})
+    row = Job(id="00000000-0000-4000-8000-000000000001", tenant_id="t", name="p", schedule="*/10 * * * * *",
+              timezone="UTC", start_at=None, end_at=None, request=HttpRequest(url="https://example.com/"),
+              retry=RetryPolicy(), status="active", next_run_at=at, version=1, created_at=at, updated_at=at,
+              error_reason="OverflowError while applying its calendars", errored_at=at, error_count=3,
+              retry_errored_at=at)
+    return Job(**{**row.__dict__, **changes})
 
 
 def test_a_released_job_is_cleared_and_back_at_its_first_slot_from_now() -> None:

@@ -10,13 +10,13 @@ import pytest
 from tickwork.dueindex.entries import encode_spec
 from tickwork.dueindex.specs import IndexSpecs
 from tickwork.errors import ScheduleError
-from tickwork.models import JobRow
+from tickwork.models import HttpRequest, Job, RetryPolicy
 from tickwork.schedule import specs as scheduling
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
-JOB = JobRow(id="job-1", tenant_id="t", name="n", schedule="0 30 9 * * MON-FRI", timezone="Europe/London",
-             start_at=None, end_at=None, request={}, retry={}, status="active", next_run_at=T0, version=1,
-             created_at=T0 - timedelta(days=3), updated_at=T0)
+JOB = Job(id="job-1", tenant_id="t", name="n", schedule="0 30 9 * * MON-FRI", timezone="Europe/London",
+          start_at=None, end_at=None, request=HttpRequest(url="https://example.com/"), retry=RetryPolicy(),
+          status="active", next_run_at=T0, version=1, created_at=T0 - timedelta(days=3), updated_at=T0)
 
 
 @pytest.mark.parametrize("job", [
@@ -27,7 +27,7 @@ JOB = JobRow(id="job-1", tenant_id="t", name="n", schedule="0 30 9 * * MON-FRI",
     replace(JOB, schedule="rate(90 seconds)", start_at=T0 + timedelta(hours=1)),
     replace(JOB, schedule="at(2026-12-24T18:00:00)"),
 ])
-def test_each_spec_is_the_one_the_api_writes(job: JobRow) -> None:
+def test_each_spec_is_the_one_the_api_writes(job: Job) -> None:
     specs = IndexSpecs()
     assert specs.encoded(job) == encode_spec(scheduling.job_spec(job))
     assert specs.encoded(replace(job, id="job-2")) == encode_spec(scheduling.job_spec(job))

@@ -28,7 +28,7 @@ def test_every_occurrence_is_replaced_and_a_secret_cut_at_the_end_of_a_truncated
 
 
 def test_the_api_and_the_history_share_one_definition_of_a_sensitive_header() -> None:
-    from tickwork.tenant import jobs
+    from tickwork.tenant import job_edits
 
-    assert jobs.is_sensitive_header is is_sensitive_header and jobs.REDACTED == REDACTED
+    assert job_edits.is_sensitive_header is is_sensitive_header and job_edits.REDACTED == REDACTED
     assert is_sensitive_header("X-Signature") and not is_sensitive_header("X-Trace")

@@ -7,15 +7,15 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tickwork.models import JobRow
+from tickwork.models import HttpRequest, Job, RetryPolicy
 from tickwork.tenant import audit
 from tickwork.tenant.definition import FieldChange
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-JOB = JobRow(id="job-1", tenant_id="t", name="nightly", schedule="0 2 * * *", timezone="UTC", start_at=None,
-             end_at=None, request={"url": "https://example.com/", "method": "GET",
-                                   "headers": {"Authorization": "\nsealed:v2:abc", "X-Team": "a"}},
-             retry={"strategy": "none"}, status="active", next_run_at=T0, version=1, created_at=T0, updated_at=T0)
+JOB = Job(id="job-1", tenant_id="t", name="nightly", schedule="0 2 * * *", timezone="UTC", start_at=None,
+          end_at=None, request=HttpRequest(url="https://example.com/", method="GET",
+                                           headers={"Authorization": "\nsealed:v2:abc", "X-Team": "a"}),
+          retry=RetryPolicy(strategy="none"), status="active", next_run_at=T0, version=1, created_at=T0, updated_at=T0)
 
 
 def test_a_job_unchanged_but_for_its_bookkeeping_has_no_changes() -> None:
@@ -24,7 +24,7 @@ def test_a_job_unchanged_but_for_its_bookkeeping_has_no_changes() -> None:
 
 def test_changes_name_each_field_before_and_after_with_sensitive_headers_masked() -> None:
     headers = {"Authorization": "\nsealed:v2:def", "X-Team": "b"}
-    changed = replace(JOB, name="renamed", request={**JOB.request, "headers": headers}, status="paused", key="k")
+    changed = replace(JOB, name="renamed", request=replace(JOB.request, headers=headers), status="paused", key="k")
     assert audit.job_changes(JOB, changed) == (
         FieldChange("name", "nightly", "renamed"),
         FieldChange("request.headers.Authorization", "***", "***"),

@@ -13,7 +13,7 @@ from tickwork.api.responses import JobDetail
 from tickwork.api.routes import JobsReader, JobsWriter, needs, openapi_responses
 from tickwork.tenant import bykey
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE
-from tickwork.tenant.jobs import JobDraft
+from tickwork.models import JobDraft
 
 router = Router()
 
@@ -47,7 +47,7 @@ def _put_responses() -> dict[int, Any]:
 def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
     """The body is a whole definition, as for POST /jobs: a field left out takes its default. The same body
     twice changes nothing (no new version). A paused job stays paused."""
-    shown, created = bykey.put_job_by_key(scope, key, JobDraft(**job.model_dump()))
+    shown, created = bykey.put_job_by_key(scope, key, JobDraft.from_dict(job.model_dump()))
     return Response(status_code=201 if created else 200, content_type=content_types.APPLICATION_JSON,
                     body=views.job_detail(shown).model_dump(mode="json"))  # type: ignore[arg-type]  # Response[Model] names the model for the OpenAPI document; the body is it dumped
 
@@ -55,7 +55,7 @@ def put_job(key: str, job: JobCreate, scope: JobsWriter) -> Response[JobDetail]:
 @router.post("/jobs/by-key/<key>/plan", summary="What a PUT of this body would change (nothing is written)",
              tags=["jobs"], security=needs(JOBS_READ), responses=openapi_responses(200, 400, 403))
 def plan_job(key: str, job: JobCreate, scope: JobsReader) -> JobPlanOut:
-    plan = bykey.plan_job_by_key(scope, key, JobDraft(**job.model_dump()))
+    plan = bykey.plan_job_by_key(scope, key, JobDraft.from_dict(job.model_dump()))
     changes = [FieldChangeOut(field=c.field, old=c.old, new=c.new, compared=c.field not in plan.uncompared)
                for c in plan.changes]
     return JobPlanOut(key=plan.key, action=plan.action, job_id=plan.job_id, changes=changes)

@@ -35,7 +35,7 @@ from tickwork.schedule.excluded import SlotDetail
 from tickwork.scope import Scope
 from tickwork.tenant import calendars, history, jobs
 from tickwork.tenant.access import JOBS_READ, JOBS_WRITE, KEYS_ADMIN, RUNS_WRITE, SECRETS_WRITE
-from tickwork.tenant.jobs import JobDraft
+from tickwork.models import CalendarRef, JobDraft
 
 router = Router()
 
@@ -91,7 +91,7 @@ _RATE_LIMIT_HEADERS: dict[str, OpenAPIResponseHeader] = {
              security=needs(JOBS_WRITE), responses=openapi_responses(201, 400, 403, 409, 422))
 def create_job(job: JobCreate, scope: JobsWriter, idempotency_key: IdempotencyKey = None) -> Response[JobDetail]:
     return respond(scope, idempotency_key, 201,
-                   lambda: views.job_detail(jobs.create_job(scope, JobDraft(**job.model_dump()))),
+                   lambda: views.job_detail(jobs.create_job(scope, JobDraft.from_dict(job.model_dump()))),
                    lambda job_id: views.job_detail(jobs.get_job(scope, job_id)))
 
 
@@ -166,5 +166,6 @@ def preview_schedule(preview: PreviewRequest, scope: JobsReader) -> PreviewOut:
     )
     shown: Sequence[datetime | SlotDetail] = times
     if preview.calendar is not None:
-        shown = calendars.preview_slots(scope, schedule, preview.calendar.model_dump(), preview.after, preview.count)
+        shown = calendars.preview_slots(scope, schedule, CalendarRef.from_dict(preview.calendar.model_dump()),
+                                        preview.after, preview.count)
     return views.preview_out(schedule, shown, hash_key)

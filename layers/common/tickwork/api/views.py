@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence, cast
+from typing import Any, Sequence, cast
 from zoneinfo import ZoneInfo
 
-from tickwork.api.models import Catchup, JobStatus, Overlap, Trigger
+from tickwork.api.models import Trigger
 from tickwork.api.pagination import encode_cursor, fitted
 from tickwork.api.responses import (
     AttemptOut,
@@ -18,10 +18,8 @@ from tickwork.api.responses import (
     JobOut,
     PreviewOut,
     ReplayOut,
-    RequestOut,
-    RetryOut,
 )
-from tickwork.models import JobRow
+from tickwork.models import Job, Page, part_json
 from tickwork.rules import completion
 from tickwork.rules.quarantine import ERRORED, shown_status
 from tickwork.schedule.engine import Schedule
@@ -30,7 +28,7 @@ from tickwork.schedule.specs import job_schedule
 from tickwork.store.history import AttemptRow, ExecutionRow
 from tickwork.rules.replay import MAX_IDS_LISTED
 from tickwork.tenant import calendars as tenant_calendars
-from tickwork.tenant import jobs
+from tickwork.tenant import job_edits, jobs
 from tickwork.tenant.history import ExecutionRecord
 from tickwork.tenant.replays import Replayed
 from tickwork.timeutil import rfc3339
@@ -44,42 +42,35 @@ def _time(dt: datetime) -> str:
     return formatted
 
 
-def job_out(job: JobRow) -> JobOut:
+def job_out(job: Job) -> JobOut:
+    """Every field of the job the API shows, as stored; the request redacted, the quarantine only while it holds."""
     status = shown_status(job)
-    return JobOut(
-        id=job.id, name=job.name, status=cast(JobStatus, status), schedule=job.schedule, timezone=job.timezone,
-        start_at=rfc3339(job.start_at), end_at=rfc3339(job.end_at),
-        request=RequestOut(**jobs.redacted_request(job.request)), retry=RetryOut(**job.retry),
-        next_run_at=rfc3339(job.next_run_at), version=job.version, overlap=cast(Overlap, job.overlap),
-        catchup=cast(Catchup, job.catchup), catchup_window_seconds=job.catchup_window_seconds,
-        spread_seconds=job.spread_seconds, tags=list(job.tags), description=job.description,
-        notify=job.notify, pause_after_failures=job.pause_after_failures, paused_reason=job.paused_reason,
-        success=job.success, key=job.key, source=job.source, completion=completion.shown(job.completion),
-        calendar=job.calendar,
-        error_reason=job.error_reason if status == ERRORED else None,
-        errored_at=rfc3339(job.errored_at) if status == ERRORED else None,
-        created_at=_time(job.created_at),
-        updated_at=_time(job.updated_at),
-    )
+    stored = {name: _shown(getattr(job, name)) for name in JobOut.model_fields if hasattr(job, name)}
+    errored = status == ERRORED
+    return JobOut(**{
+        **stored, "status": status, "request": job_edits.redacted_request(job.request),
+        "completion": completion.shown(part_json(job.completion)),
+        "error_reason": stored["error_reason"] if errored else None, "errored_at": stored["errored_at"] if errored else None,
+    })
+
+
+def _shown(value: Any) -> Any:
+    return rfc3339(value) if isinstance(value, datetime) else part_json(value)
 
 
 def job_detail(shown: jobs.JobWithCalendars) -> JobDetail:
     """A job with what it will do next: its schedule in words and its next runs (its calendars move or leave
     out some; none while it is in quarantine)."""
     job, calendars = shown.job, shown.calendars
-    if shown_status(job) == ERRORED:  # set aside: when it runs next is not known (its retry may fail again)
-        upcoming: list[datetime] = []
-    elif job.calendar:
-        upcoming = tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS)
-    else:
-        upcoming = jobs.upcoming_runs(job, UPCOMING_RUNS)
+    # In quarantine it is set aside: when it runs next is not known (its retry may fail again).
+    upcoming = [] if shown_status(job) == ERRORED else tenant_calendars.upcoming_runs(job, calendars, UPCOMING_RUNS)
     return JobDetail(
         **job_out(job).model_dump(), schedule_description=job_schedule(job).describe(),
         next_fire_times=[_time(t) for t in upcoming],
     )
 
 
-def job_list(page: jobs.Page[JobRow]) -> JobList:
+def job_list(page: Page[Job]) -> JobList:
     items, next_key = fitted(page, job_out)
     return JobList(items=items, next_cursor=encode_cursor("jobs", next_key))
 
@@ -109,7 +100,7 @@ def execution_detail(record: ExecutionRecord) -> ExecutionDetail:
                            attempts=[attempt_out(a) for a in record.attempts])
 
 
-def execution_list(page: jobs.Page[ExecutionRow]) -> ExecutionList:
+def execution_list(page: Page[ExecutionRow]) -> ExecutionList:
     items, next_key = fitted(page, execution_out)
     return ExecutionList(items=items, next_cursor=encode_cursor("executions", next_key))
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Mapping
 
+from tickwork import defaults
 from tickwork.calendars.rules import Calendar
 from tickwork.dispatch.calendars import Key
 from tickwork.dispatch.calendars import keys_of as calendar_keys
@@ -135,7 +136,7 @@ def _with_calendars(schedule: Any, spec: dict[str, Any], calendars: Mapping[Key,
     keys = tuple(key for key in named if key in calendars)
     if not keys:
         return schedule
-    mode = spec["c"].get("on_excluded", DEFAULT_ON_EXCLUDED)
+    mode = spec["c"].get("on_excluded", defaults.ON_EXCLUDED)
     found = applied.get((schedule, keys, mode))
     if found is None:
         found = applied[(schedule, keys, mode)] = ExcludingSchedule(schedule, [calendars[k] for k in keys], mode)

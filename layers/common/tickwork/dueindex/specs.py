@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any, Union
 
 from tickwork.dueindex.entries import encode_spec
-from tickwork.models import JobRow
+from tickwork.models import Job
 from tickwork.schedule.specs import job_spec
 from tickwork.store.maintenance import IndexRow
 
 # A job as stored, whole or only the columns the due index needs: both have the fields used here.
-StoredJob = Union[JobRow, IndexRow]
+StoredJob = Union[Job, IndexRow]
 # Encoded specs one IndexSpecs keeps before starting afresh: rate() jobs may each have their own.
 SPEC_MEMO_SIZE = 10_000
 ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
@@ -32,7 +32,7 @@ class IndexSpecs:
         """`encode_spec(job_spec(job))`; raises ScheduleError when the stored schedule no longer parses."""
         key = (job.schedule, job.timezone, job.start_at, job.end_at, job.version, job.catchup,
                job.catchup_window_seconds, job.tenant_id, job.spread_seconds,
-               encode_spec(job.calendar) if job.calendar else None)
+               job.calendar)
         found = self._plain.get(key)
         if found is None:
             spec = job_spec(job)

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 from urllib3.connection import HTTPConnection
 
 from tickwork.http import attempt_errors as stages
+from tickwork import defaults
 from tickwork.http.connections import Connections, TargetKey, closed_by_peer
 from tickwork.http.deadline import AnswerWatch, TimedResponse, time_to_send
 from tickwork.http.redaction import redact, secret_values
@@ -47,8 +48,7 @@ from tickwork.rules.success import status_failure
 # Enough of a response to debug a failing target; history rows stay small.
 MAX_STORED_BODY_BYTES = 4096
 USER_AGENT = "Tickwork/0.1"
-# Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
-DEFAULT_TIMEOUT_SECONDS = 30
+DEFAULT_TIMEOUT_SECONDS = defaults.REQUEST_TIMEOUT_SECONDS
 
 @dataclass
 class Prepared:

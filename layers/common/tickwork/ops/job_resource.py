@@ -29,7 +29,7 @@ from aws_lambda_powertools import Logger
 
 from tickwork.errors import (ConflictError, InvalidInputError, MissingScopeError, NotFoundError, QuotaExceededError,
                              TickworkError, UnauthorizedError)
-from tickwork.models import JobRow
+from tickwork.models import Job, JobDraft
 from tickwork.ops.custom_resource import Answer, answer
 from tickwork.ops.job_properties import (
     RESOURCE_TYPE,
@@ -52,7 +52,6 @@ from tickwork.store import stacks, tenants
 from tickwork.store.keys import Caller
 from tickwork.store.secrets import PgKeyStore
 from tickwork.tenant import access, apikeys, bykey
-from tickwork.tenant.jobs import JobDraft
 from tickwork.timeutil import rfc3339
 from tickwork.wiring import Services, api_pool
 
@@ -129,8 +128,8 @@ def _caller(svc: Services, declared: JobProperties, event: Mapping[str, Any], no
     return caller
 
 
-def _put(scope: Scope, declared: JobProperties, source: str, stack_id: str) -> JobRow:
-    def claim(conn: Any, existing: JobRow | None, job_id: str) -> None:
+def _put(scope: Scope, declared: JobProperties, source: str, stack_id: str) -> Job:
+    def claim(conn: Any, existing: Job | None, job_id: str) -> None:
         if existing is not None and existing.source != source and not same_stack(existing.source, stack_id):
             owner = existing.source or "no stack or file (made with the API)"
             raise ConflictError(f"job {declared.key} already exists, managed by {owner}; choose another key, or "
@@ -162,7 +161,7 @@ def _draft(declared: JobProperties, source: str) -> JobDraft:
         body = JobCreate.model_validate({**declared.body, "key": declared.key, "source": source})
     except ValidationError as exc:
         raise InvalidInputError(None, validation_reason(exc.errors())) from None
-    return JobDraft(**body.model_dump())
+    return JobDraft.from_dict(body.model_dump())
 
 
 def _delete(svc: Services, resource_id: str, source: str, stack_id: str, now: datetime,
@@ -172,7 +171,7 @@ def _delete(svc: Services, resource_id: str, source: str, stack_id: str, now: da
         return Answer(resource_id)  # a Create that failed: it made nothing
     scope = _scope(svc, target[0], now, event)
 
-    def ours(conn: Any, job: JobRow) -> bool:
+    def ours(conn: Any, job: Job) -> bool:
         return job.source == source and stacks.stack_of(conn, scope.tenant_id, job.id) == stack_id
 
     try:

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
+from tickwork import defaults
 from tickwork.vocab import RunStatus
 
 MODES = ("response", "callback")
 CALLBACK = "callback"
 # A day: longer work is a workflow's job, and a run awaiting holds its job's overlap for that long.
 MAX_TIMEOUT_SECONDS = 86_400
-# An hour when the job does not say: long enough for most batch work, short enough to notice a lost worker.
-DEFAULT_TIMEOUT_SECONDS = 3600
+DEFAULT_TIMEOUT_SECONDS = defaults.COMPLETION_TIMEOUT_SECONDS
 # As much of the output as a response body's preview: what a person reads on the run's page.
 MAX_OUTPUT_BYTES = 4096
 STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED)  # what a callback may report

@@ -11,17 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tickwork.vocab import Catchup, Overlap
+from tickwork import defaults
 
-DEFAULT_CATCHUP = Catchup.LATEST
-# Long enough to ride out a poller restart or a Redis failover, short enough that a run an hour late
-# (usually worse than no run) is recorded missed instead.
-DEFAULT_CATCHUP_WINDOW_SECONDS = 300
+DEFAULT_CATCHUP = defaults.CATCHUP
+DEFAULT_CATCHUP_WINDOW_SECONDS = defaults.CATCHUP_WINDOW_SECONDS
 # The most slots a catch-up window may span: what the API's longest window (a week) holds of a
 # per-minute job. A sub-minute schedule gets that many of its own slots' worth (every second: 2 h 48 min),
 # not a week: `catchup: all` would replay 604,800 runs of an every-second job after a week's outage.
 MAX_CATCHUP_SLOTS = 10_080
-DEFAULT_OVERLAP = Overlap.ALLOW
+DEFAULT_OVERLAP = defaults.OVERLAP
 # A slot this late is only late, never missed, whatever the window: a slow tick is not an outage.
 LATENESS_TOLERANCE_MS = 5_000
 # Counting the missed slots of a schedule without a fixed period over the gap (a cron list, or a gap

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
-from tickwork.models import JobRow
+from tickwork.models import Job
 from tickwork.schedule import specs as scheduling
 from tickwork.vocab import JobStatus
 
@@ -66,12 +66,12 @@ def reason(step: Step, error: BaseException) -> str:
     return f"{type(error).__name__} while {step}"[:MAX_REASON]
 
 
-def shown_status(job: JobRow) -> str:
+def shown_status(job: Job) -> str:
     """The status the API shows: an active job in quarantine is `errored` (store.jobs filters by the same rule)."""
     return ERRORED if job.status == JobStatus.ACTIVE and job.error_reason is not None else job.status
 
 
-def released(job: JobRow, now: datetime) -> JobRow:
+def released(job: Job, now: datetime) -> Job:
     """The job out of quarantine: no error, and an active one back at its first slot after `now` (the slot it
     stopped at is behind it; a calendar moves it further where the caller applies one). A job not in
     quarantine is returned as it is."""

@@ -4,52 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Callable
 
+from tickwork import defaults
+from tickwork.models import RetryPolicy
 from tickwork.timeutil import rfc3339
 from tickwork.vocab import Jitter, RunStatus
 
 STRATEGIES = ("exponential", "linear", "fixed")
-DEFAULT_STRATEGY = "exponential"
-DEFAULT_MAX_ATTEMPTS = 3
-DEFAULT_DELAY_SECONDS = 10
+DEFAULT_STRATEGY = defaults.RETRY_STRATEGY
+DEFAULT_MAX_ATTEMPTS = defaults.RETRY_MAX_ATTEMPTS
+DEFAULT_DELAY_SECONDS = defaults.RETRY_DELAY_SECONDS
 # However steep the curve, a run never waits more than a day between attempts.
 MAX_DELAY_SECONDS = 86_400
 # 408 and 429 say "try later"; every 5xx may be transient. Other statuses are the caller's problem.
 RETRYABLE_STATUS = frozenset({408, 429})
-# New jobs spread their retries (full jitter: a failing target is not hit by every job at once)...
-DEFAULT_JITTER = Jitter.FULL
-DEFAULT_MAX_DELAY_SECONDS = 3600
-DEFAULT_PAST_NEXT_RUN = False
-# ...while a job stored before these fields existed keeps the timing it had: exact delays, a day's
-# ceiling, retries past its next slot.
-STORED_JITTER = Jitter.NONE
-STORED_PAST_NEXT_RUN = True
+DEFAULT_JITTER = defaults.RETRY_JITTER
+DEFAULT_MAX_DELAY_SECONDS = defaults.RETRY_MAX_DELAY_SECONDS
+DEFAULT_PAST_NEXT_RUN = defaults.RETRY_PAST_NEXT_RUN
+STORED_JITTER = defaults.STORED_RETRY_JITTER
+STORED_PAST_NEXT_RUN = defaults.STORED_RETRY_PAST_NEXT_RUN
 
 Random = Callable[[], float]  # uniform in [0, 1), as random.random
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    strategy: str = DEFAULT_STRATEGY
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    delay_seconds: float = DEFAULT_DELAY_SECONDS
-    jitter: str = STORED_JITTER
-    max_delay_seconds: float = MAX_DELAY_SECONDS
-    past_next_run: bool = STORED_PAST_NEXT_RUN
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any] | None) -> RetryPolicy:
-        """A stored policy; a field it lacks (a job older than the field) keeps the behaviour it had."""
-        raw = raw or {}
-        return cls(
-            strategy=str(raw.get("strategy", DEFAULT_STRATEGY)),
-            max_attempts=int(raw.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
-            delay_seconds=float(raw.get("delay_seconds", DEFAULT_DELAY_SECONDS)),
-            jitter=str(raw.get("jitter", STORED_JITTER)),
-            max_delay_seconds=float(raw.get("max_delay_seconds", MAX_DELAY_SECONDS)),
-            past_next_run=bool(raw.get("past_next_run", STORED_PAST_NEXT_RUN)),
-        )
 
 
 def is_retryable_status(status_code: int) -> bool:

@@ -275,6 +275,13 @@ class Schedule:
     def describe(self) -> str:
         return schedule_text.describe_window(self._rule.describe(), self._start_ms, self._end_ms)
 
+    def stored(self) -> Schedule:
+        """This schedule as parsing its canonical form gives it (what a job stores is that form)."""
+        if self.expression == self.canonical:
+            return self
+        return Schedule(self.canonical, self.timezone, self._rule, (self._anchor_ms, self._start_ms, self._end_ms),
+                        (self.canonical, self._hash_key, self._offset_ms))
+
     def spec(self) -> dict[str, Any]:
         """Plain JSON for `from_spec`; the per-job keys only when used, so plain schedules share one spec."""
         spec = {

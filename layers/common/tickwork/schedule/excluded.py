@@ -21,12 +21,13 @@ from functools import lru_cache
 from typing import Any, Sequence
 from zoneinfo import ZoneInfo
 
+from tickwork import defaults
 from tickwork.calendars.rules import Calendar, excluded_by
 from tickwork.schedule.engine import Schedule, floor_ms, resolve_wall, zone
 from tickwork.timeutil import from_ms
 from tickwork.vocab import OnExcluded
 
-DEFAULT_ON_EXCLUDED = OnExcluded.SKIP
+DEFAULT_ON_EXCLUDED = defaults.ON_EXCLUDED
 # How far a `next_day` slot may move: past a year of excluded dates, the calendar is the schedule's end.
 MOVE_DAYS = 366
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

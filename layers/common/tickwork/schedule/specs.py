@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tickwork.dueindex.index import DueIndex
-from tickwork.models import JobRow
+from tickwork.models import CalendarRef, Job
 from tickwork.rules import policy
 from tickwork.schedule.engine import Schedule, from_spec, parse_schedule
 from tickwork.timeutil import to_ms
@@ -15,7 +15,7 @@ from tickwork.vocab import JobStatus
 
 
 class StoredJob(Protocol):
-    """A job as stored, whole (JobRow) or only the columns the due index needs (store.maintenance.IndexRow)."""
+    """A job as stored, whole (Job) or only the columns the due index needs (store.maintenance.IndexRow)."""
 
     @property
     def id(self) -> str: ...
@@ -40,16 +40,38 @@ class StoredJob(Protocol):
     @property
     def spread_seconds(self) -> int: ...
     @property
-    def calendar(self) -> dict[str, Any] | None: ...
+    def calendar(self) -> CalendarRef | None: ...
+
+
+# Parsed schedules of stored jobs kept before starting afresh.
+SPEC_MEMO_SIZE = 10_000
+# Parsed schedules of stored jobs, by what they are parsed from (job_schedule).
+_PARSED: dict[tuple[Any, ...], Schedule] = {}
 
 
 def job_schedule(job: StoredJob) -> Schedule:
     """The schedule of a stored job; rates count from start_at, else from the job's creation. Its H and
-    its spread offset come from the job's id, so every slot computed for the job is already shifted."""
-    return parse_schedule(
-        job.schedule, job.timezone, anchor=job.start_at or job.created_at, start_at=job.start_at, end_at=job.end_at,
-        hash_key=job.id, spread_seconds=job.spread_seconds,
-    )
+    its spread offset come from the job's id, so every slot computed for the job is already shifted.
+    Parsed once per job and timing (a request asks several times: its quota, calendars, index entry, view)."""
+    key = _parsed_key(job)
+    found = _PARSED.get(key)
+    if found is None:
+        found = parse_schedule(
+            job.schedule, job.timezone, anchor=key[2], start_at=job.start_at, end_at=job.end_at, hash_key=job.id,
+            spread_seconds=job.spread_seconds,
+        )
+        _remember(_PARSED, key, found)
+    return found
+
+
+def remember(job: Job, schedule: Schedule) -> None:
+    """`schedule`, just parsed (and checked) from what the job's timing was given as, is the job's: its
+    job_schedule without parsing it again."""
+    _remember(_PARSED, _parsed_key(job), schedule.stored())
+
+
+def _parsed_key(job: StoredJob) -> tuple[Any, ...]:
+    return job.schedule, job.timezone, job.start_at or job.created_at, job.start_at, job.end_at, job.id, job.spread_seconds
 
 
 def index_spec(
@@ -85,13 +107,19 @@ def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]
     spec = index_spec(schedule or job_schedule(job), job.version, job.catchup_window_seconds, job.catchup,
                       job.tenant_id)
     if job.calendar:
-        spec["c"] = job.calendar
+        spec["c"] = job.calendar.to_dict()
     return spec
 
 
-def index_job(index: DueIndex, job: JobRow, pipeline: Any = None) -> None:
+def index_job(index: DueIndex, job: Job, pipeline: Any = None) -> None:
     """Make the due index match a job already written to Postgres (the source of truth)."""
     if job.status != JobStatus.ACTIVE or job.next_run_at is None:
         index.remove_job(job.id, pipeline)
         return
     index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= SPEC_MEMO_SIZE:
+        memo.clear()
+    memo[key] = value

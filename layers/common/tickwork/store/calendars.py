@@ -10,8 +10,8 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from tickwork.calendars.rules import Calendar
-from tickwork.models import JobRow
-from tickwork.store.jobs import JOB_COLUMNS
+from tickwork.models import Job
+from tickwork.store.jobs import JOB_COLUMNS, read_jobs
 
 logger = Logger(child=True)
 
@@ -111,12 +111,11 @@ def delete(conn: Any, tenant_id: str, name: str) -> bool:
     return conn.execute("DELETE FROM calendars WHERE tenant_id = %s AND name = %s", (tenant_id, name)).rowcount == 1
 
 
-def jobs_using(conn: Any, tenant_id: str, name: str, *, lock: bool = False, limit: int | None = None) -> list[JobRow]:
+def jobs_using(conn: Any, tenant_id: str, name: str, *, lock: bool = False, limit: int | None = None) -> list[Job]:
     """The tenant's live jobs whose calendar excludes by `name` (jobs_tenant_calendar), oldest first; `lock`
     holds their rows until the caller's transaction ends."""
     sql = (f"SELECT {JOB_COLUMNS} FROM jobs WHERE tenant_id = %(tenant_id)s AND status <> 'deleted'"
            " AND calendar IS NOT NULL AND calendar -> 'exclude' ? %(name)s ORDER BY created_at, id")
     sql += " LIMIT %(limit)s" if limit is not None else ""
     sql += " FOR UPDATE" if lock else ""
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(sql, {"tenant_id": tenant_id, "name": name, "limit": limit}).fetchall()
+    return read_jobs(conn, sql, {"tenant_id": tenant_id, "name": name, "limit": limit})

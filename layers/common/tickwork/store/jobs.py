@@ -1,31 +1,41 @@
 """SQL over the jobs table."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
-from psycopg.rows import class_row
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from tickwork.models import JobRow
+from tickwork.models import JOB_FIELDS, JOB_PARTS, Job, parsed_parts, part_json
 from tickwork.store.executions import stopped_note
 from tickwork.store.filters import JobFilter, like_prefix
 
-JOB_COLUMNS = (
-    "id::text, tenant_id::text, name, schedule, timezone, start_at, end_at, request, retry, status,"
-    " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-    " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar,"
-    " error_reason, errored_at, error_count, retry_errored_at"
-)
+# Every column of a job, named once (tickwork.models.JOB_FIELDS): the reads, the insert and the update follow.
+_UUIDS = ("id", "tenant_id")
+JOB_COLUMNS = ", ".join(f"{name}::text AS {name}" if name in _UUIDS else name for name in JOB_FIELDS)
+_INSERT = (f"INSERT INTO jobs ({', '.join(JOB_FIELDS)})"
+           f" VALUES ({', '.join(f'%({name})s' for name in JOB_FIELDS)})")
+# What an update writes: all but the job's identity and creation.
+_UPDATED = tuple(name for name in JOB_FIELDS if name not in (*_UUIDS, "created_at"))
 
 
-def get_jobs(conn: Any, job_ids: list[str]) -> list[JobRow]:
+def job_from_row(row: Mapping[str, Any]) -> Job:
+    """A job read as JOB_COLUMNS: its JSON columns parsed into their parts, once."""
+    return Job(**parsed_parts(row))
+
+
+def read_jobs(conn: Any, sql: str, params: Any) -> list[Job]:
+    """The jobs a query selecting JOB_COLUMNS finds."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return [job_from_row(row) for row in cur.execute(sql, params).fetchall()]
+
+
+def get_jobs(conn: Any, job_ids: list[str]) -> list[Job]:
     """Jobs by id regardless of tenant: for the poller and reconciler, never for the API."""
     if not job_ids:
         return []
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY(%s::uuid[])", (job_ids,)).fetchall()
+    return read_jobs(conn, f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ANY(%s::uuid[])", (job_ids,))
 
 
 # ---------------------------------------------------------------- tenant-scoped CRUD for the API
@@ -36,63 +46,39 @@ _LIVE = "tenant_id = %(tenant_id)s AND status <> 'deleted'"
 _SHOWN_STATUS = "(CASE WHEN status = 'active' AND error_reason IS NOT NULL THEN 'errored' ELSE status END)"
 
 
-def insert_job(conn: Any, job: JobRow) -> None:
-    conn.execute(
-        "INSERT INTO jobs (id, tenant_id, name, schedule, timezone, start_at, end_at, request, retry, status,"
-        " next_run_at, version, created_at, updated_at, overlap, catchup, catchup_window_seconds, tags, description,"
-        " notify, pause_after_failures, paused_reason, success, key, source, spread_seconds, completion, calendar)"
-        " VALUES (%(id)s, %(tenant_id)s, %(name)s, %(schedule)s, %(timezone)s, %(start_at)s, %(end_at)s,"
-        " %(request)s, %(retry)s, %(status)s, %(next_run_at)s, %(version)s, %(created_at)s, %(updated_at)s,"
-        " %(overlap)s, %(catchup)s, %(catchup_window_seconds)s, %(tags)s, %(description)s,"
-        " %(notify)s, %(pause_after_failures)s, %(paused_reason)s, %(success)s, %(key)s, %(source)s, %(spread_seconds)s, %(completion)s,"
-        " %(calendar)s)",
-        _params(job),
-    )
+def insert_job(conn: Any, job: Job) -> None:
+    conn.execute(_INSERT, _params(job))
 
 
-def get_job(conn: Any, tenant_id: str, job_id: str, *, lock: bool = False) -> JobRow | None:
+def get_job(conn: Any, tenant_id: str, job_id: str, *, lock: bool = False) -> Job | None:
     """The tenant's job unless deleted; `lock` holds its row until the caller's transaction ends."""
     sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %(id)s AND {_LIVE}" + (" FOR UPDATE" if lock else "")
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(sql, {"id": job_id, "tenant_id": tenant_id}).fetchone()
+    return next(iter(read_jobs(conn, sql, {"id": job_id, "tenant_id": tenant_id})), None)
 
 
-def get_job_by_key(conn: Any, tenant_id: str, key: str, *, lock: bool = False) -> JobRow | None:
+def get_job_by_key(conn: Any, tenant_id: str, key: str, *, lock: bool = False) -> Job | None:
     """The tenant's live job with this key (jobs_tenant_key); `lock` as in get_job."""
     sql = f"SELECT {JOB_COLUMNS} FROM jobs WHERE key = %(key)s AND {_LIVE}" + (" FOR UPDATE" if lock else "")
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(sql, {"key": key, "tenant_id": tenant_id}).fetchone()
+    return next(iter(read_jobs(conn, sql, {"key": key, "tenant_id": tenant_id})), None)
 
 
 def list_jobs(
     conn: Any, tenant_id: str, limit: int, before: tuple[datetime, str] | None, filters: JobFilter = JobFilter(),
-) -> list[JobRow]:
+) -> list[Job]:
     """Newest first; `before` is the (created_at, id) of the last job already seen (keyset pagination)."""
     where, params = _filtered(filters)
     where += " AND (created_at, id) < (%(created_at)s, %(id)s::uuid)" if before else ""
     params.update(tenant_id=tenant_id, limit=limit)
     if before:
         params.update(created_at=before[0], id=before[1])
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(
-            f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s", params
-        ).fetchall()
+    return read_jobs(conn, f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} ORDER BY created_at DESC, id DESC LIMIT %(limit)s",
+                 params)
 
 
-def update_job(conn: Any, job: JobRow) -> bool:
+def update_job(conn: Any, job: Job) -> bool:
     """Write every mutable column of `job`; False if it no longer exists for its tenant."""
     return conn.execute(
-        "UPDATE jobs SET name = %(name)s, schedule = %(schedule)s, timezone = %(timezone)s, start_at = %(start_at)s,"
-        " end_at = %(end_at)s, request = %(request)s, retry = %(retry)s, status = %(status)s,"
-        " next_run_at = %(next_run_at)s, version = %(version)s, updated_at = %(updated_at)s,"
-        " overlap = %(overlap)s, catchup = %(catchup)s, catchup_window_seconds = %(catchup_window_seconds)s,"
-        " tags = %(tags)s, description = %(description)s,"
-        " notify = %(notify)s, pause_after_failures = %(pause_after_failures)s, paused_reason = %(paused_reason)s,"
-        " success = %(success)s, key = %(key)s, source = %(source)s,"
-        " spread_seconds = %(spread_seconds)s, completion = %(completion)s,"
-        " calendar = %(calendar)s,"
-        " error_reason = %(error_reason)s, errored_at = %(errored_at)s, error_count = %(error_count)s,"
-        " retry_errored_at = %(retry_errored_at)s,"
+        "UPDATE jobs SET " + ", ".join(f"{name} = %({name})s" for name in _UPDATED) + ","
         # A paused job that runs again starts counting its failures afresh (tickwork.rules.notifications).
         " consecutive_failures = CASE WHEN status = 'paused' AND %(status)s <> 'paused' THEN 0"
         " ELSE consecutive_failures END"
@@ -140,7 +126,10 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
     return where, params
 
 
-def _params(job: JobRow) -> dict[str, Any]:
-    optional = {name: None if getattr(job, name) is None else Jsonb(getattr(job, name)) for name in ("notify", "success",
-                                                                                          "completion", "calendar")}
-    return {**asdict(job), "request": Jsonb(job.request), "retry": Jsonb(job.retry), **optional}
+def _params(job: Job) -> dict[str, Any]:
+    return {name: _column(part_json(getattr(job, name))) if name in JOB_PARTS else part_json(getattr(job, name))
+            for name in JOB_FIELDS}
+
+
+def _column(value: Any) -> Any:
+    return None if value is None else Jsonb(value)

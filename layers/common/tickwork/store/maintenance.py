@@ -10,9 +10,9 @@ import itertools
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from tickwork.models import StartedExecution
+from tickwork.models import CalendarRef, StartedExecution
 from tickwork.store.executions import STARTED_COLUMNS, started_execution
 
 _FIRST_ID = "00000000-0000-0000-0000-000000000000"
@@ -118,7 +118,7 @@ class IndexRow(NamedTuple):
     catchup_window_seconds: int
     tenant_id: str
     spread_seconds: int = 0
-    calendar: dict[str, Any] | None = None
+    calendar: CalendarRef | None = None
     retry_ms: int | None = None  # in quarantine: claimable again from then on (epoch ms)
 
 
@@ -150,21 +150,26 @@ def _pages(conn: Any, sql: str, params: dict[str, Any], batch: int, max_pages: i
         after = rows[-1][0]
 
 
+def _index_row(row: Sequence[Any]) -> IndexRow:
+    read = IndexRow._make(row)
+    return read if read.calendar is None else read._replace(calendar=CalendarRef.from_dict(read.calendar))
+
+
 def index_page(conn: Any, after: str | None, limit: int) -> list[IndexRow]:
     """Up to `limit` active jobs with an id after `after` (None: from the first), in id order."""
     rows = conn.execute(_INDEX_PAGE, {"after": after or _FIRST_ID, "limit": limit}).fetchall()
-    return [IndexRow._make(row) for row in rows]
+    return [_index_row(row) for row in rows]
 
 
 def index_pages(conn: Any, batch: int) -> Iterator[list[IndexRow]]:
     """Every active job, a page at a time."""
     for rows in _pages(conn, _INDEX_PAGE, {}, batch, None):
-        yield [IndexRow._make(row) for row in rows]
+        yield [_index_row(row) for row in rows]
 
 
 def index_rows(conn: Any, job_ids: list[str]) -> list[IndexRow]:
     """Those of these jobs that are active."""
-    return [IndexRow._make(row) for row in conn.execute(_INDEX_ROWS, {"ids": job_ids})] if job_ids else []
+    return [_index_row(row) for row in conn.execute(_INDEX_ROWS, {"ids": job_ids})] if job_ids else []
 
 
 def not_active_between(conn: Any, after: str | None, last: str | None) -> list[str]:

@@ -6,10 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from psycopg.rows import class_row
-
-from tickwork.models import JobRow
-from tickwork.store.jobs import JOB_COLUMNS
+from tickwork.models import Job
+from tickwork.store.jobs import JOB_COLUMNS, read_jobs
 
 # The failure count goes up by one and the retry is now + the backoff of that count (`steps`, from
 # tickwork.rules.quarantine.backoff_steps: the rule itself stays in one place). An active job only: one paused
@@ -38,13 +36,11 @@ def set_aside(conn: Any, reasons: dict[str, str], now: datetime, steps: Sequence
     return {row[0]: (int(row[1]), row[2]) for row in rows}
 
 
-def in_quarantine(conn: Any, tenant_id: str | None, job_id: str | None) -> list[JobRow]:
+def in_quarantine(conn: Any, tenant_id: str | None, job_id: str | None) -> list[Job]:
     """The active jobs in quarantine of a tenant, or the one job (of any tenant), oldest first and at most
     MAX_RELEASED + 1 (one more tells that more are left); their rows held until the transaction ends."""
     where = "id = %(job)s" if job_id is not None else "tenant_id = %(tenant)s"
-    with conn.cursor(row_factory=class_row(JobRow)) as cur:
-        return cur.execute(
-            f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} AND status = 'active'"
-            " AND (error_reason IS NOT NULL OR retry_errored_at IS NOT NULL)"
-            " ORDER BY created_at, id LIMIT %(limit)s FOR UPDATE",
-            {"job": job_id, "tenant": tenant_id, "limit": MAX_RELEASED + 1}).fetchall()
+    return read_jobs(conn, f"SELECT {JOB_COLUMNS} FROM jobs WHERE {where} AND status = 'active'"
+                     " AND (error_reason IS NOT NULL OR retry_errored_at IS NOT NULL)"
+                     " ORDER BY created_at, id LIMIT %(limit)s FOR UPDATE",
+                     {"job": job_id, "tenant": tenant_id, "limit": MAX_RELEASED + 1})

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Sequence
 
-from tickwork.models import JobRow, Key, Page
+from tickwork.models import Job, Key, Page
 from tickwork.scope import Actor, Scope
 from tickwork.store import audit as store
 from tickwork.store.audit import AuditRow
@@ -46,14 +46,14 @@ def record(conn: Any, scope: Scope, action: AuditAction, *, job_id: str | None =
         kept.omitted if kept is not None and kept.omitted else None))
 
 
-def job_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
+def job_changes(old: Job, new: Job) -> tuple[FieldChange, ...]:
     """What an update changed of a job: its definition's fields (tickwork.tenant.definition), then its state."""
     state = tuple(FieldChange(name, getattr(old, name), getattr(new, name))
                   for name in _STATE_FIELDS if getattr(old, name) != getattr(new, name))
     return definition_changes(old, new) + state
 
 
-def created_fields(job: JobRow) -> tuple[FieldChange, ...]:
+def created_fields(job: Job) -> tuple[FieldChange, ...]:
     """A new job's definition and state as changes from nothing (fields left empty are left out)."""
     fields = {**definition(job), **{name: getattr(job, name) for name in _STATE_FIELDS}}
     return tuple(FieldChange(name, None, shown(name, value)) for name, value in fields.items()

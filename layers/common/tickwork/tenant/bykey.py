@@ -18,14 +18,15 @@ from aws_lambda_powertools import Logger
 
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.http.redaction import REDACTED
-from tickwork.models import JobRow
+from tickwork.models import Job, JobDraft
 from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.store import jobs as jobs_store
 from tickwork.tenant import calendars, jobs, quotas
 from tickwork.tenant.access import JOBS_WRITE
 from tickwork.tenant.definition import FieldChange, definition_changes
-from tickwork.tenant.jobs import JobDraft, JobWithCalendars
+from tickwork.tenant.job_edits import new_job
+from tickwork.tenant.jobs import JobWithCalendars
 from tickwork.tenant.lookup import found
 
 logger = Logger(child=True)
@@ -50,7 +51,7 @@ class JobPlan:
 
 # Asked in the transaction that writes the job, its row locked: (conn, the job as it is, None while being
 # created; the job's id). Raising refuses the write; what it writes commits with the job.
-Claim = Callable[[Any, JobRow | None, str], None]
+Claim = Callable[[Any, Job | None, str], None]
 
 
 def put_job_by_key(scope: Scope, key: str, draft: JobDraft,
@@ -60,7 +61,7 @@ def put_job_by_key(scope: Scope, key: str, draft: JobDraft,
     draft = _keyed(key, draft)
     claimed = claim or (lambda conn, job, job_id: None)
 
-    def replace_it(conn: Any, job: JobRow) -> jobs.Edited:
+    def replace_it(conn: Any, job: Job) -> jobs.Edited:
         claimed(conn, job, job.id)
         return jobs.replaced(scope, conn, job, draft)
 
@@ -86,11 +87,12 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     compare = JOBS_WRITE in scope.scopes
     with scope.db.connection() as conn:
         current = jobs_store.get_job_by_key(conn, scope.tenant_id, key)
-        edited = (jobs.Edited(jobs.new_job(scope, draft)) if current is None
+        edited = (jobs.Edited(new_job(scope, draft)) if current is None
                   else jobs.replaced(scope, conn, current, draft, compare_sealed=compare))
         planned = edited.job
         if current is None or planned.request != current.request:
-            vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request, edited.opened)
+            vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request.to_dict(),
+                                edited.opened)
         if current is None or planned.calendar != current.calendar:
             calendars.job_calendars(conn, scope.tenant_id, planned.calendar, check=True)
         if current is None or planned != current:
@@ -106,9 +108,9 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
     return JobPlan(key, "update" if changes else "unchanged", current.id, changes, uncompared)
 
 
-def _given_for_sealed(current: JobRow, draft: JobDraft) -> frozenset[str]:
+def _given_for_sealed(current: Job, draft: JobDraft) -> frozenset[str]:
     """The header fields whose stored value is sealed and which the draft gives a value for (not REDACTED)."""
-    stored, given = current.request.get("headers") or {}, draft.request.get("headers") or {}
+    stored, given = current.request.headers, draft.request.headers
     return frozenset(f"request.headers.{name}" for name, value in given.items()
                      if value != REDACTED and vault.is_sealed(stored.get(name, "")))
 
@@ -118,14 +120,14 @@ def get_job_by_key(scope: Scope, key: str) -> JobWithCalendars:
         return jobs.with_calendars(scope, conn, _found(conn, scope, key))
 
 
-def delete_job_by_key(scope: Scope, key: str, only_if: Callable[[Any, JobRow], bool] | None = None) -> bool:
+def delete_job_by_key(scope: Scope, key: str, only_if: Callable[[Any, Job], bool] | None = None) -> bool:
     """Whether it was deleted: `only_if` may keep it (tickwork.tenant.jobs.delete_job)."""
     with scope.db.connection() as conn:
         job = _found(conn, scope, key)
     return jobs.delete_job(scope, job.id, only_if)
 
 
-def _found(conn: Any, scope: Scope, key: str) -> JobRow:
+def _found(conn: Any, scope: Scope, key: str) -> Job:
     if not KEY.match(key):
         raise NotFoundError("job not found")
     return found(jobs_store.get_job_by_key(conn, scope.tenant_id, key), "job")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from tickwork.calendars.bounds import HORIZON_YEARS
 from tickwork.calendars.checks import bounded_dates
@@ -19,11 +19,11 @@ from tickwork.calendars.events import Event
 from tickwork.calendars.ical import parse_ical
 from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
-from tickwork.models import JobRow
+from tickwork.models import CalendarRef, Job
 from tickwork.rules.quarantine import released
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule
-from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED, ExcludingSchedule, SlotDetail, with_calendars
+from tickwork.schedule.excluded import ExcludingSchedule, SlotDetail, with_calendars
 from tickwork.scope import Scope
 from tickwork.store import calendars as store
 from tickwork.store import jobs as jobs_store
@@ -57,7 +57,7 @@ class CalendarInUse:
 
     row: CalendarRow
     upcoming: list[date]
-    used_by: list[JobRow]
+    used_by: list[Job]
     warnings: list[str]
 
 
@@ -109,7 +109,7 @@ def get_calendar(scope: Scope, name: str) -> CalendarInUse:
     return _in_use(scope, row, users)
 
 
-def _in_use(scope: Scope, row: CalendarRow, users: list[JobRow]) -> CalendarInUse:
+def _in_use(scope: Scope, row: CalendarRow, users: list[Job]) -> CalendarInUse:
     calendar = store.calendar_of(scope.tenant_id, row.name, row.compiled)
     return CalendarInUse(row, _upcoming(calendar, scope.now), users, calendar.warnings)
 
@@ -135,13 +135,13 @@ def delete_calendar(scope: Scope, name: str) -> None:
 
 # ---------------------------------------------------------------- jobs
 
-def job_calendars(conn: Any, tenant_id: str, calendar: Mapping[str, Any] | None, *, check: bool = False,
+def job_calendars(conn: Any, tenant_id: str, calendar: CalendarRef | None, *, check: bool = False,
                   field: str = "calendar") -> list[Calendar]:
     """The calendars a job's (or a preview's) `calendar` excludes by, in its order. `check`: each must exist
     (400 naming `calendar.exclude.N`), held FOR SHARE so a concurrent delete waits and then sees the job."""
     if not calendar:
         return []
-    names = list(calendar.get("exclude") or ())
+    names = list(calendar.exclude)
     found = store.compiled_by_name(conn, tenant_id, names, share=check)
     for position, name in enumerate(names):
         if check and name not in found:
@@ -150,15 +150,15 @@ def job_calendars(conn: Any, tenant_id: str, calendar: Mapping[str, Any] | None,
     return [store.calendar_of(tenant_id, name, found[name]) for name in names if name in found]
 
 
-def job_schedule(job: JobRow, calendars: Sequence[Calendar]) -> Schedule | ExcludingSchedule:
+def job_schedule(job: Job, calendars: Sequence[Calendar]) -> Schedule | ExcludingSchedule:
     """A stored job's schedule with its calendars applied."""
     base = scheduling.job_schedule(job)
     if not job.calendar:
         return base
-    return with_calendars(base, calendars, job.calendar.get("on_excluded", DEFAULT_ON_EXCLUDED))
+    return with_calendars(base, calendars, job.calendar.on_excluded)
 
 
-def aimed(job: JobRow, calendars: Sequence[Calendar], now: datetime) -> JobRow:
+def aimed(job: Job, calendars: Sequence[Calendar], now: datetime) -> Job:
     """The job with its next run as its calendars have it: the first slot after `now` that is not moved
     away (`next_day`); with `skip` the slots stay where the schedule puts them."""
     if job.status != JobStatus.ACTIVE or job.next_run_at is None or not job.calendar:
@@ -166,8 +166,9 @@ def aimed(job: JobRow, calendars: Sequence[Calendar], now: datetime) -> JobRow:
     return replace(job, next_run_at=job_schedule(job, calendars).next_after(now))
 
 
-def upcoming_runs(job: JobRow, calendars: Sequence[Calendar], count: int) -> list[datetime]:
-    """The next `count` runs of a job with a calendar: moved ones where they run, skipped ones left out."""
+def upcoming_runs(job: Job, calendars: Sequence[Calendar], count: int) -> list[datetime]:
+    """The next `count` runs of a job (none while paused or completed); with a calendar, moved ones where they
+    run and skipped ones left out."""
     if job.status != JobStatus.ACTIVE or job.next_run_at is None or count < 1:
         return []
     schedule = job_schedule(job, calendars)
@@ -176,27 +177,26 @@ def upcoming_runs(job: JobRow, calendars: Sequence[Calendar], count: int) -> lis
     return schedule.runs(job.next_run_at - _MS, count)
 
 
-def preview_slots(scope: Scope, schedule: Schedule, calendar: Mapping[str, Any], after: datetime | None,
+def preview_slots(scope: Scope, schedule: Schedule, calendar: CalendarRef, after: datetime | None,
                   count: int) -> list[SlotDetail]:
     """A previewed schedule's next `count` slots with a job's `calendar` applied, each with what the calendars
     did to it (400 naming `calendar.exclude.N` for a calendar the tenant does not have)."""
     start = after or scope.now
     with scope.db.connection() as conn:
         found = [c.within(start.date()) for c in job_calendars(conn, scope.tenant_id, calendar, check=True)]
-    excluding = ExcludingSchedule(schedule, found, calendar.get("on_excluded", DEFAULT_ON_EXCLUDED))
+    excluding = ExcludingSchedule(schedule, found, calendar.on_excluded)
     return excluding.slots(start, count)
 
 
-def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
+def _reaimed(scope: Scope, conn: Any, name: str) -> list[Job]:
     """After `name` changed: the active jobs that move slots by it (`next_day`) whose next run moves, and those
     in quarantine (tickwork.rules.quarantine.released), written with a new version (a poller holding the old
     slot cannot record it) and returned for the due index."""
-    moved: list[JobRow] = []
+    moved: list[Job] = []
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         freed = released(job, scope.now)
-        moves = (job.calendar or {}).get("on_excluded") == OnExcluded.NEXT_DAY
-        if job.status != JobStatus.ACTIVE or (freed is job and not moves):
+        if job.status != JobStatus.ACTIVE or (freed is job and (job.calendar is None or job.calendar.on_excluded != OnExcluded.NEXT_DAY)):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
         shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)
@@ -210,13 +210,13 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[JobRow]:
 
 
 def _shared(
-    conn: Any, tenant_id: str, calendar: Mapping[str, Any], known: dict[str, Calendar | None],
+    conn: Any, tenant_id: str, calendar: CalendarRef, known: dict[str, Calendar | None],
 ) -> list[Calendar]:
     """job_calendars for one of many jobs: each calendar read, and each of its years expanded, once for all."""
-    names = list(calendar.get("exclude") or ())
+    names = list(calendar.exclude)
     missing = [name for name in names if name not in known]
     if missing:
-        read = {found.name: found for found in job_calendars(conn, tenant_id, {"exclude": missing})}
+        read = {found.name: found for found in job_calendars(conn, tenant_id, CalendarRef(tuple(missing)))}
         known.update((name, read.get(name)) for name in missing)
     return [found for name in names if (found := known[name]) is not None]
 

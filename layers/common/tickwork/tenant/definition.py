@@ -4,10 +4,11 @@ between two versions of a job: what a plan shows (tickwork.tenant.bykey) and an 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from tickwork.http.redaction import REDACTED, is_sensitive_header
-from tickwork.models import JobRow
+from tickwork.models import DEFINITION_FIELDS, JobDraft, part_json
 from tickwork.timeutil import rfc3339
 
 
@@ -21,7 +22,7 @@ class FieldChange:
     new: Any
 
 
-def definition_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
+def definition_changes(old: JobDraft, new: JobDraft) -> tuple[FieldChange, ...]:
     """The fields of the definition that differ, in a stable order; a sealed value that differs shows as
     REDACTED on both sides."""
     before, after = definition(old), definition(new)
@@ -32,20 +33,21 @@ def definition_changes(old: JobRow, new: JobRow) -> tuple[FieldChange, ...]:
     )
 
 
-def definition(job: JobRow) -> dict[str, Any]:
-    """The job's definition (what a PUT sets) flattened to dotted paths, values as stored."""
-    flat: dict[str, Any] = {"name": job.name, "schedule": job.schedule, "timezone": job.timezone,
-                            "start_at": rfc3339(job.start_at), "end_at": rfc3339(job.end_at),
-                            "spread_seconds": job.spread_seconds}
-    request = job.request
-    flat.update({f"request.{name}": value for name, value in request.items() if name != "headers"})
-    flat.update({f"request.headers.{name}": value for name, value in (request.get("headers") or {}).items()})
-    flat.update({f"retry.{name}": value for name, value in job.retry.items()})
-    flat.update({"overlap": job.overlap, "catchup": job.catchup, "catchup_window_seconds": job.catchup_window_seconds,
-                 "tags": list(job.tags), "description": job.description, "notify": job.notify,
-                 "pause_after_failures": job.pause_after_failures, "success": job.success, "source": job.source,
-                 "completion": job.completion, "calendar": job.calendar})
+def definition(job: JobDraft) -> dict[str, Any]:
+    """The job's definition (what a PUT sets but its key) flattened to dotted paths, values as stored; the
+    request's and the retry policy's fields each on their own."""
+    flat: dict[str, Any] = {}
+    for name in DEFINITION_FIELDS:
+        value = part_json(getattr(job, name))
+        if name in _FLATTENED:
+            flat.update({f"{name}.{inner}": part for inner, part in value.items() if inner != "headers"})
+            flat.update({f"{name}.headers.{header}": part for header, part in (value.get("headers") or {}).items()})
+        elif name != "key":
+            flat[name] = rfc3339(value) if isinstance(value, datetime) else value
     return flat
+
+
+_FLATTENED = ("request", "retry")
 
 
 def shown(name: str, value: Any) -> Any:

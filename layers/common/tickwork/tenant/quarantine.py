@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from tickwork.dueindex.index import DueIndex
-from tickwork.models import JobRow
+from tickwork.models import Job
 from tickwork.rules.quarantine import released
 from tickwork.schedule import specs as scheduling
 from tickwork.store import jobs as jobs_store
@@ -42,7 +42,7 @@ def release(pool: Any, index: DueIndex, now: datetime, *, tenant_id: str | None 
     return Released([job.id for job in freed], len(found) > store.MAX_RELEASED)
 
 
-def _freed(conn: Any, job: JobRow, now: datetime) -> JobRow:
+def _freed(conn: Any, job: Job, now: datetime) -> Job:
     """The job released, at its next slot as its calendars have it; at its bare schedule's when they still
     cannot be applied (the poller sets it aside again if they still raise there: one job, not the release)."""
     cleared = released(job, now)

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from tickwork.errors import QuotaExceededError
-from tickwork.models import JobRow
+from tickwork.models import Job
 from tickwork.schedule import hashing
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.schedule.specs import job_schedule
@@ -105,14 +105,14 @@ def check_runs(quotas: Quotas, others: int, added: int) -> None:
                                  f"active jobs may make at most {quotas.max_runs_per_minute} (max_runs_per_minute)")
 
 
-def needs_check(before: JobRow | None, after: JobRow) -> bool:
+def needs_check(before: Job | None, after: Job) -> bool:
     """Only a new job, a job becoming active, or an active job's new timing can break a quota."""
     if before is None:
         return True
-    return after.status == JobStatus.ACTIVE and (before.status != JobStatus.ACTIVE or _timing(before) != _timing(after))
+    return after.status == JobStatus.ACTIVE and (before.status != JobStatus.ACTIVE or before.timing != after.timing)
 
 
-def enforce(conn: Any, settings: Settings, before: JobRow | None, after: JobRow) -> None:
+def enforce(conn: Any, settings: Settings, before: Job | None, after: Job) -> None:
     """Raise QuotaExceededError if writing `after` (a new job when `before` is None) breaks a quota.
 
     Locks the tenant's row until the caller's transaction ends, so concurrent creates and resumes of one
@@ -129,6 +129,3 @@ def enforce(conn: Any, settings: Settings, before: JobRow | None, after: JobRow)
         total = sum(count * _peak(canonical, zone) for canonical, zone, count in others)
         check_runs(quotas, total, runs_per_minute(schedule))
 
-
-def _timing(job: JobRow) -> tuple[Any, ...]:
-    return job.schedule, job.timezone, job.start_at, job.end_at
