@@ -17,7 +17,7 @@ from tests.integration.ops.cloudformation import FakeContext, cfn_event, cfn_res
 from tests.support import score_of
 from tickwork.dueindex.entries import job_member
 from tickwork.errors import NotFoundError
-from tickwork.models import Job, JobDraft
+from tickwork.models import Job, JobDraft, SuccessRule
 from tickwork.ops import custom_resource
 from tickwork.ops.custom_resource import budget_seconds
 from tickwork.ops.job_resource import handle_job_resource
@@ -278,7 +278,7 @@ def test_the_strings_cloudformation_sends_are_read_as_numbers_and_booleans(
     assert job is not None
     assert (job.catchup_window_seconds, job.pause_after_failures, job.tags) == (600, 3, ("env:prod", "team=bi"))
     assert (job.retry.max_attempts, job.retry.delay_seconds, job.retry.past_next_run) == (4, 30, False)
-    assert job.success == {"status_codes": [204, "3xx"], "body_contains": None}
+    assert job.success == SuccessRule((204, "3xx"))
     assert job.notify is not None and job.notify.on == ("failure",)
     assert job.request.timeout_seconds == 20
 
