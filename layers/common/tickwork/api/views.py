@@ -50,7 +50,8 @@ def job_out(job: Job) -> JobOut:
     return JobOut(**{
         **stored, "status": status, "request": job_edits.redacted_request(job.request),
         "completion": completion.shown(part_json(job.completion)),
-        "error_reason": stored["error_reason"] if errored else None, "errored_at": stored["errored_at"] if errored else None,
+        "error_reason": stored["error_reason"] if errored else None,
+        "errored_at": stored["errored_at"] if errored else None,
     })
 
 

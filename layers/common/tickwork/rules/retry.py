@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Callable
 
 from tickwork import defaults
-from tickwork.models import RetryPolicy
+from tickwork.models import RetryPolicy as RetryPolicy  # the policy is a part of the typed job
 from tickwork.timeutil import rfc3339
 from tickwork.vocab import Jitter, RunStatus
 

@@ -71,7 +71,8 @@ def remember(job: Job, schedule: Schedule) -> None:
 
 
 def _parsed_key(job: StoredJob) -> tuple[Any, ...]:
-    return job.schedule, job.timezone, job.start_at or job.created_at, job.start_at, job.end_at, job.id, job.spread_seconds
+    anchor = job.start_at or job.created_at
+    return job.schedule, job.timezone, anchor, job.start_at, job.end_at, job.id, job.spread_seconds
 
 
 def index_spec(

@@ -107,7 +107,8 @@ def delete_job(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str | No
 
 def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
     """The WHERE clause of a filtered list (jobs_tags and jobs_tenant_name serve it) and its parameters."""
-    where, params = _LIVE, {}
+    where = _LIVE
+    params: dict[str, Any] = {}
     if filters.statuses:
         where += f" AND {_SHOWN_STATUS} = ANY(%(statuses)s::text[])"
         params["statuses"] = list(filters.statuses)

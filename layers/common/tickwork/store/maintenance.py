@@ -10,7 +10,7 @@ import itertools
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from tickwork.models import CalendarRef, StartedExecution
 from tickwork.store.executions import STARTED_COLUMNS, started_execution
@@ -151,8 +151,10 @@ def _pages(conn: Any, sql: str, params: dict[str, Any], batch: int, max_pages: i
 
 
 def _index_row(row: Sequence[Any]) -> IndexRow:
+    """A row of _INDEX_COLUMNS, its calendar column (JSON) parsed."""
     read = IndexRow._make(row)
-    return read if read.calendar is None else read._replace(calendar=CalendarRef.from_dict(read.calendar))
+    stored: Mapping[str, Any] | None = read.calendar  # type: ignore[assignment]  # JSON as read
+    return read if stored is None else read._replace(calendar=CalendarRef.from_dict(stored))
 
 
 def index_page(conn: Any, after: str | None, limit: int) -> list[IndexRow]:

@@ -196,10 +196,11 @@ def _reaimed(scope: Scope, conn: Any, name: str) -> list[Job]:
     known: dict[str, Calendar | None] = {}
     for job in store.jobs_using(conn, scope.tenant_id, name, lock=True):
         freed = released(job, scope.now)
-        if job.status != JobStatus.ACTIVE or (freed is job and (job.calendar is None or job.calendar.on_excluded != OnExcluded.NEXT_DAY)):
+        moves = job.calendar is not None and job.calendar.on_excluded == OnExcluded.NEXT_DAY
+        if job.status != JobStatus.ACTIVE or (freed is job and not moves):
             continue
         first = scheduling.first_slot(scheduling.job_schedule(job), scope.now)
-        shared = _shared(conn, scope.tenant_id, job.calendar or {}, known)
+        shared = _shared(conn, scope.tenant_id, job.calendar or CalendarRef(()), known)
         again = aimed(replace(freed, next_run_at=first), shared, scope.now)
         if again != job:
             again = replace(again, version=job.version + 1, updated_at=scope.now,

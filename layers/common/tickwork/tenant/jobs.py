@@ -92,8 +92,9 @@ def list_jobs(scope: Scope, limit: int, before: Key | None, filters: JobFilter =
 
 
 def update_job(scope: Scope, job_id: str, changes: Mapping[str, Any]) -> JobWithCalendars:
-    """Apply a partial update (only the keys present in `changes`); see tickwork.tenant.job_edits.patched for the rules."""
-    return transition(scope, job_id, lambda _, job: Edited(edits.patched(scope, job, changes)), action=AuditAction.JOB_UPDATED)
+    """Apply a partial update (only the keys present in `changes`): tickwork.tenant.job_edits.patched's rules."""
+    return transition(scope, job_id, lambda _, job: Edited(edits.patched(scope, job, changes)),
+                      action=AuditAction.JOB_UPDATED)
 
 
 def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
