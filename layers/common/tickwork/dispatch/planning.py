@@ -18,7 +18,7 @@ from tickwork.models import Dispatch
 from tickwork.rules.policy import SlotPlan
 from tickwork.rules.quarantine import Failure, Step, reason
 from tickwork.schedule import specs as scheduling
-from tickwork.schedule.excluded import DEFAULT_ON_EXCLUDED, MOVE_DAYS, ExcludingSchedule
+from tickwork.schedule.excluded import MOVE_DAYS, ExcludingSchedule
 from tickwork.store import executions as executions_store
 from tickwork.timeutil import from_ms
 from tickwork.vocab import DispatchKind, OnExcluded

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tickwork import defaults
+from tickwork.vocab import Catchup
 
 DEFAULT_CATCHUP = defaults.CATCHUP
 DEFAULT_CATCHUP_WINDOW_SECONDS = defaults.CATCHUP_WINDOW_SECONDS

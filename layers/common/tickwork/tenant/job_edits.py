@@ -134,7 +134,8 @@ def resumed(job: Job, now: datetime) -> Job:
     if job.status == JobStatus.ACTIVE:
         return job
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
-    return replace(job, status=JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED, next_run_at=next_run_at, paused_reason=None)
+    status = JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED
+    return replace(job, status=status, next_run_at=next_run_at, paused_reason=None)
 
 
 def parse(

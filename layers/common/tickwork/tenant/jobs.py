@@ -32,7 +32,7 @@ from tickwork.tenant import audit, calendars, quotas
 from tickwork.tenant import job_edits as edits
 from tickwork.tenant.lookup import found, parse_id
 from tickwork.timeutil import to_ms
-from tickwork.vocab import AuditAction, JobStatus
+from tickwork.vocab import AuditAction
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,8 @@ def pause_job(scope: Scope, job_id: str) -> JobWithCalendars:
 
 
 def resume_job(scope: Scope, job_id: str) -> JobWithCalendars:
-    resumed = transition(scope, job_id, lambda _, job: Edited(edits.resumed(job, scope.now)), action=AuditAction.JOB_RESUMED)
+    resumed = transition(scope, job_id, lambda _, job: Edited(edits.resumed(job, scope.now)),
+                         action=AuditAction.JOB_RESUMED)
     scope.index.clear_stopped(resumed.job.id)
     return resumed
 
