@@ -25,11 +25,11 @@ import psycopg
 import redis
 from psycopg.types.json import Jsonb
 
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dueindex.index import DueIndex
 from tickwork.interfaces import Sender
 from tickwork.models import Dispatch, dispatches_from_event
 from tickwork.runs.executor import handle_event
-from tickwork.schedule import specs as scheduling
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
 from tickwork.store.migrate import migrate
@@ -147,13 +147,13 @@ def insert_jobs(ws: Workspace, count: int, schedule: str, next_run_ms: int, url:
 
 
 def index_jobs(ws: Workspace, job_ids: Sequence[str], next_run_ms: int) -> None:
-    """Index jobs that share one schedule: the first through scheduling.index_job (the real path), the
+    """Index jobs that share one schedule: the first through dueindex_specs.index_job (the real path), the
     rest with the spec it produced, put_job in pipelines of INDEX_CHUNK (each job in its own shard)."""
     index = DueIndex(ws.redis, ws.namespace, ws.settings.due_index_shards)
     index.store_layout()  # else the first tick takes the index for one of another layout and clears it
     with ws.connect() as conn:
         first = jobs_store.get_jobs(conn, [job_ids[0]])[0]
-    scheduling.index_job(index, first)
+    dueindex_specs.index_job(index, first)
     spec = json.loads(ws.redis.hget(index.shard_of_job(first.id).specs_key, first.id))
     for start in range(1, len(job_ids), INDEX_CHUNK):
         pipe = index.pipeline()

@@ -21,10 +21,10 @@ from tests.conftest import RecordingInvoker
 from tests.faults.support import assert_no_double_run, next_hour
 from tests.integration.helpers import due_index
 from tests.support import mark_built, score_of
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dispatch import planning
 from tickwork.dispatch.poller import Poller
 from tickwork.dueindex.entries import execution_member, job_member
-from tickwork.schedule import specs as scheduling
 from tickwork.store import executions as executions_store
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant
@@ -58,7 +58,7 @@ def _due(svc: Services) -> tuple[list[str], list[str]]:
                     [(job_id, tenant_id, REQUEST, RETRY, SLOT) for job_id in ids])
             pipe = svc.index.pipeline()
             for job in jobs_store.get_jobs(conn, ids):
-                scheduling.index_job(svc.index, job, pipeline=pipe)
+                dueindex_specs.index_job(svc.index, job, pipeline=pipe)
             for job_id in ids[:RUNS_EACH]:  # a manual run of some of them, due at the same instant
                 run_id = executions_store.insert_manual(conn, tenant_id, job_id, SLOT)
                 svc.index.schedule_execution(run_id, 1, to_ms(SLOT), pipeline=pipe)

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from tests.support import FakeClock
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dueindex.index import DueIndex
 from tickwork.runs.executor import Executor, http_client
-from tickwork.schedule import specs as scheduling
 from tickwork.settings import Settings
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant, find_tenant
@@ -53,7 +53,7 @@ def insert_job(
         )
         job = jobs_store.get_jobs(conn, [job_id])[0]
     if index:
-        scheduling.index_job(due_index(svc), job)
+        dueindex_specs.index_job(due_index(svc), job)
     return job_id
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from tests.integration.helpers import due_index, executions, insert_job
 from tests.support import hold_tick_lock, mark_built, score_of
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dispatch.poller import Poller, TickResult, handle_tick
 from tickwork.dueindex.entries import Claim
 from tickwork.errors import ConfigurationError
 from tickwork.ops.maintenance import run_maintenance
-from tickwork.schedule import specs as scheduling
 from tickwork.store import executions as executions_store
 from tickwork.store import jobs as jobs_store
 from tickwork.timeutil import from_ms, to_ms
@@ -177,7 +177,7 @@ def test_a_slot_older_than_a_zero_window_is_missed_not_fired(services: Services,
     with services.db.connection() as conn:
         conn.execute("UPDATE jobs SET catchup_window_seconds = 0 WHERE id = %s", (job_id,))
         job = jobs_store.get_jobs(conn, [job_id])[0]
-    scheduling.index_job(due_index(services), job)
+    dueindex_specs.index_job(due_index(services), job)
     Poller(services).tick(to_ms(T0 + timedelta(minutes=10)))
     assert [(r[1], r[2]) for r in executions(services, job_id)] == [(T0, "missed")]
     assert invoker.dispatches == []

@@ -10,10 +10,10 @@ from psycopg.types.json import Jsonb
 
 from tests.integration.helpers import due_index, executions, insert_job
 from tests.support import score_of
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dispatch.calendars import REFRESH_SECONDS, CalendarCache
 from tickwork.dispatch.poller import Poller
 from tickwork.dueindex.entries import DueEntry
-from tickwork.schedule import specs as scheduling
 from tickwork.store import jobs as jobs_store
 from tickwork.tenant.calendars import compiled_row
 from tickwork.timeutil import to_ms
@@ -34,7 +34,7 @@ def job_with_calendar(services: Services, schedule: str, on_excluded: str, dates
         conn.execute("UPDATE jobs SET calendar = %s WHERE id = %s",
                      (Jsonb({"exclude": ["us-holidays"], "on_excluded": on_excluded}), job_id))
         job = jobs_store.get_jobs(conn, [job_id])[0]
-    scheduling.index_job(due_index(services), job)
+    dueindex_specs.index_job(due_index(services), job)
     return job_id
 
 
@@ -118,7 +118,7 @@ def test_a_calendar_stored_out_of_bounds_by_the_old_release_is_read_tolerantly_a
         conn.execute("UPDATE jobs SET calendar = %s WHERE id = %s",
                      (Jsonb({"exclude": ["us-holidays"], "on_excluded": "skip"}), every_second))
         job = jobs_store.get_jobs(conn, [every_second])[0]
-    scheduling.index_job(due_index(services), job)
+    dueindex_specs.index_job(due_index(services), job)
     caplog.set_level("WARNING")
     polling = poller(services)
     polling.tick(to_ms(CHRISTMAS) + 50)

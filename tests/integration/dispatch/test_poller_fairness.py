@@ -11,8 +11,8 @@ import pytest
 
 from tests.integration.helpers import due_index, insert_job
 from tests.support import mark_built, score_of
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.dispatch.poller import Poller
-from tickwork.schedule import specs as scheduling
 from tickwork.store import jobs as jobs_store
 from tickwork.store.tenants import create_tenant
 from tickwork.timeutil import to_ms
@@ -43,7 +43,7 @@ def _jobs(svc: Services, tenant: str, count: int, next_run_at: datetime, catchup
         conn.execute("UPDATE jobs SET catchup = %s, catchup_window_seconds = %s WHERE id = ANY(%s::uuid[])",
                      (catchup, window, ids))
         for job in jobs_store.get_jobs(conn, ids):
-            scheduling.index_job(due_index(svc), job)
+            dueindex_specs.index_job(due_index(svc), job)
     return ids
 
 

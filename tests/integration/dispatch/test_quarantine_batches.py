@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from tests.conftest import RecordingInvoker
 from tests.integration.helpers import due_index, executions, insert_job
 from tests.support import mark_built, score_of
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.calendars.rules import BOUNDS_KEY, BOUNDS_VERSION
 from tickwork.dispatch.calendars import CalendarCache
 from tickwork.dispatch.poller import Poller
@@ -123,7 +124,7 @@ def test_a_calendar_that_cannot_be_read_sets_aside_only_the_jobs_naming_it(
                 conn.execute("UPDATE jobs SET calendar = %s WHERE id = ANY(%s::uuid[])",
                              (Jsonb({"exclude": [name]}), ids))
         for job in jobs_store.get_jobs(conn, [i for ids in named.values() for i in ids]):
-            scheduling.index_job(due_index(services), job)
+            dueindex_specs.index_job(due_index(services), job)
     garbled = named[""][0]  # its spec in the index names calendars in a shape the API never writes
     shard = services.index.shard_of_job(garbled)
     spec = {**json.loads(services.redis.hget(shard.specs_key, garbled)), "c": ["fine"]}

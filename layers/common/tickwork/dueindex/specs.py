@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any, Union
 
 from tickwork.dueindex.entries import encode_spec
+from tickwork.dueindex.index import DueIndex
 from tickwork.models import Job
 from tickwork.schedule.specs import job_spec
 from tickwork.store.maintenance import IndexRow
+from tickwork.timeutil import to_ms
+from tickwork.vocab import JobStatus
 
 # A job as stored, whole or only the columns the due index needs: both have the fields used here.
 StoredJob = Union[Job, IndexRow]
@@ -15,6 +18,15 @@ StoredJob = Union[Job, IndexRow]
 SPEC_MEMO_SIZE = 10_000
 ANCHORED = "anchored"  # a spec that depends on its job's anchor (rate()): looked up with it
 OWN = "own"  # a spec that depends on its job's id (an H, a spread): never shared
+
+
+
+def index_job(index: DueIndex, job: Job, pipeline: Any = None) -> None:
+    """Make the due index match a job already written to Postgres (the source of truth)."""
+    if job.status != JobStatus.ACTIVE or job.next_run_at is None:
+        index.remove_job(job.id, pipeline)
+        return
+    index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
 
 
 class IndexSpecs:

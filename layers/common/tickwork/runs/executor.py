@@ -17,15 +17,16 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from aws_lambda_powertools import Logger
 from redis.exceptions import RedisError
 
 from tickwork import metrics
 from tickwork.dueindex.index import DueIndex
+from tickwork.dueindex.inflight import InFlight
 from tickwork.http.connections import Connections
-from tickwork.interfaces import Attempt, Group, Result
+from tickwork.interfaces import Attempt, Group, Result, Sender
 from tickwork.models import Dispatch, StartedExecution
 from tickwork.notifications.deliver import deliver
 from tickwork.outcome import Failure, FailureKind
@@ -42,9 +43,27 @@ from tickwork.targets.aws.credentials import RoleSessions, executor_sts
 from tickwork.targets.base import Callback, Target, TargetKind, kind_of
 from tickwork.timeutil import rfc3339, to_ms
 from tickwork.vocab import DispatchKind, NotEnded, NotStarted
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
+
+
+class Environment(Protocol):
+    """What an invocation uses of its execution environment's clients (tickwork.wiring.Services has them)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Any: ...  # psycopg_pool.ConnectionPool
+    @property
+    def index(self) -> DueIndex: ...
+    @property
+    def in_flight(self) -> InFlight: ...
+    @property
+    def sender(self) -> Sender: ...
+    @property
+    def keyring(self) -> Any: ...  # tickwork.secrets.crypto.Keyring, or None
+    @property
+    def sns(self) -> Any: ...  # boto3 SNS client, or None
 
 # The poller hands a heavy instant's runs over up to TICKWORK_MAX_LOOKAHEAD_MS (10 s) early, and a run is
 # never sent before its instant: the executor waits that long. Further out is a clock problem: it waits at
@@ -98,7 +117,7 @@ def aws_access(settings: Settings) -> kinds.AwsAccess:
 class Executor:
     """The per-run core of one invocation, and the RunSteps (tickwork.interfaces) its Sender calls."""
 
-    svc: Services
+    svc: Environment
     http: Connections  # the environment's, kept warm (http_client)
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
@@ -153,10 +172,10 @@ class Executor:
         return Result(judged, self.fire(prepared), prepared.complete())
 
     def stopped_lately(self, runs: Sequence[StartedExecution]) -> set[str]:
-        return stops.stopped_lately(self.svc, runs)
+        return stops.stopped_lately(self.svc.index, runs)
 
     def drop_stopped(self, runs: Sequence[StartedExecution]) -> set[str]:
-        return stops.dropped(self.svc, runs)
+        return stops.dropped(self.svc.db, runs)
 
     def start_guarded(self, dispatch: Dispatch) -> StartedExecution | str:
         """Start a first attempt of a job that forbids overlap, judged as things are at its instant."""
@@ -355,7 +374,7 @@ class _Group:
         self._give_back()
 
 
-def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] | None = None) -> None:
+def give_back(svc: Environment, runs: Sequence[Dispatch], outcomes: Sequence[str] | None = None) -> None:
     """The runs ended (or never started): their places among their tenants' runs in flight are free again
     (tickwork.dispatch.budget), but for a 'duplicate': another delivery of the same attempt may be running
     it, and gives the place back when it ends. Failing that, each place lapses on its own."""
@@ -368,7 +387,7 @@ def give_back(svc: Services, runs: Sequence[Dispatch], outcomes: Sequence[str] |
                        extra={"execution_ids": [d.execution_id for d in runs if d.tenant_id]})
 
 
-def handle_event(svc: Services, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
+def handle_event(svc: Environment, dispatches: Sequence[Dispatch]) -> dict[str, Any]:
     """Runs first, then notifications (a notification target never delays a run), then the deadlines of runs
     awaiting their completion; outcomes in event order."""
     try:

@@ -5,27 +5,27 @@ job, a pause since undone); otherwise it is recorded skipped with the reason. Ne
 goes out, as it would with its marker lost."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from aws_lambda_powertools import Logger
 from psycopg import Error as PostgresError
 from redis.exceptions import RedisError
 
 from tickwork import metrics
+from tickwork.dueindex.index import DueIndex
 from tickwork.models import StartedExecution
 from tickwork.store import stops as store
 from tickwork.vocab import NotStarted
-from tickwork.wiring import Services
 
 logger = Logger(child=True)
 
 
-def stopped_lately(svc: Services, runs: Sequence[StartedExecution]) -> set[str]:
+def stopped_lately(index: DueIndex, runs: Sequence[StartedExecution]) -> set[str]:
     """Of these runs, due now, the ids of those whose job was marked paused or deleted."""
     if not runs:
         return set()
     try:
-        marked = svc.index.stopped_jobs([run.job_id for run in runs])
+        marked = index.stopped_jobs([run.job_id for run in runs])
     except RedisError:
         logger.warning("could not read whether the runs' jobs were paused: they go out",
                        extra={"execution_ids": [run.id for run in runs]})
@@ -33,12 +33,12 @@ def stopped_lately(svc: Services, runs: Sequence[StartedExecution]) -> set[str]:
     return {run.id for run in runs if run.job_id in marked}
 
 
-def dropped(svc: Services, runs: Sequence[StartedExecution]) -> set[str]:
+def dropped(db: Any, runs: Sequence[StartedExecution]) -> set[str]:
     """Of these runs held back, the ids of those recorded skipped: their job no longer makes them."""
     if not runs:
         return set()
     try:
-        with svc.db.connection() as conn:
+        with db.connection() as conn:  # a psycopg_pool.ConnectionPool
             stopped = store.drop_stopped(conn, [(run.id, run.attempt) for run in runs])
     except PostgresError:
         logger.warning("could not record runs of paused jobs skipped: they go out",

@@ -1,17 +1,14 @@
 """Glue between jobs, their schedules and the due index: a stored job's schedule and the spec the index keeps
-for it. Pure but for `index_job`, which writes the index it is given; `now` is always passed in. The specs of
-many stored jobs, encoded once (a rebuild), are tickwork.dueindex.specs."""
+for it. Pure; `now` is always passed in. Writing a job's entry (index_job) and the specs of many stored jobs,
+encoded once (a rebuild), are tickwork.dueindex.specs."""
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Protocol
 
-from tickwork.dueindex.index import DueIndex
 from tickwork.models import CalendarRef, Job
 from tickwork.rules import policy
 from tickwork.schedule.engine import Schedule, from_spec, parse_schedule
-from tickwork.timeutil import to_ms
-from tickwork.vocab import JobStatus
 
 
 class StoredJob(Protocol):
@@ -110,14 +107,6 @@ def job_spec(job: StoredJob, schedule: Schedule | None = None) -> dict[str, Any]
     if job.calendar:
         spec["c"] = job.calendar.to_dict()
     return spec
-
-
-def index_job(index: DueIndex, job: Job, pipeline: Any = None) -> None:
-    """Make the due index match a job already written to Postgres (the source of truth)."""
-    if job.status != JobStatus.ACTIVE or job.next_run_at is None:
-        index.remove_job(job.id, pipeline)
-        return
-    index.put_job(job.id, job_spec(job), to_ms(job.next_run_at), pipeline)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:

@@ -21,6 +21,7 @@ from tickwork.calendars.rules import Calendar
 from tickwork.errors import ConflictError, InvalidInputError, NotFoundError
 from tickwork.models import CalendarRef, Job
 from tickwork.rules.quarantine import released
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule
 from tickwork.schedule.excluded import ExcludingSchedule, SlotDetail, with_calendars
@@ -77,7 +78,7 @@ def put_calendar(scope: Scope, name: str, dates: Sequence[str] | None, ical: str
         moved = [] if created else _reaimed(scope, conn, name)
         users = [] if created else store.jobs_using(conn, scope.tenant_id, name, limit=USERS_LISTED)
     for job in moved:
-        scheduling.index_job(scope.index, job)
+        dueindex_specs.index_job(scope.index, job)
     return CalendarInUse(stored, upcoming, users, []), created
 
 

@@ -17,7 +17,7 @@ from tickwork.errors import ConflictError, NotFoundError
 from tickwork.models import Job, JobDraft, Key, Page
 from tickwork.rules.quarantine import released
 from tickwork.schedule import hashing
-from tickwork.schedule import specs as scheduling
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.schedule.engine import Schedule
 from tickwork.scope import Scope
 from tickwork.secrets import vault
@@ -69,7 +69,7 @@ def create_job(scope: Scope, draft: JobDraft, then: Callable[[Any, Job], None] |
             then(conn, job)
         audit.record(conn, scope, AuditAction.JOB_CREATED, job_id=job.id, target=job.name,
                      changes=audit.created_fields(job))
-    scheduling.index_job(scope.index, job)
+    dueindex_specs.index_job(scope.index, job)
     return created
 
 
@@ -199,7 +199,7 @@ def transition(
             if changed:
                 audit.record(conn, scope, action, job_id=updated.id, target=updated.name, changes=changed)
     if _indexed(updated) != _indexed(current):
-        scheduling.index_job(scope.index, updated)
+        dueindex_specs.index_job(scope.index, updated)
     return replace(shown, job=updated)
 
 

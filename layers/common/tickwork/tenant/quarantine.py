@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger
 from tickwork.dueindex.index import DueIndex
 from tickwork.models import Job
 from tickwork.rules.quarantine import released
-from tickwork.schedule import specs as scheduling
+from tickwork.dueindex import specs as dueindex_specs
 from tickwork.store import jobs as jobs_store
 from tickwork.store import quarantine as store
 from tickwork.tenant import calendars
@@ -36,7 +36,7 @@ def release(pool: Any, index: DueIndex, now: datetime, *, tenant_id: str | None 
         for job in freed:
             jobs_store.update_job(conn, job)
     for job in freed:
-        scheduling.index_job(index, job)
+        dueindex_specs.index_job(index, job)
         logger.info("job released from quarantine by an operator", extra={
             "job_id": job.id, "tenant_id": job.tenant_id, "next_run_at": job.next_run_at})
     return Released([job.id for job in freed], len(found) > store.MAX_RELEASED)
