@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
-    baseline_0cron, burst, coldstart, connections, idle, many_tenants, noisy, rebuild, replay, shards, steady, top_of_hour,
+    baseline_0cron, burst, coldstart, connections, idle, many_tenants, noisy, rebuild, replay, shards, steady, steps,
+    top_of_hour,
 )
 from bench.harness import LineSink, Servers, capture_logs
 from bench.phases import Phase, run_phases
@@ -120,6 +121,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "hosts of its own; 0 shares the cores equally (bench/target.py)")
     parser.add_argument("--coldstart-samples", type=int, default=9,
                         help="fresh interpreters per handler and side in the cold-start benchmark")
+    parser.add_argument("--profile-steps", action="store_true",
+                        help="the top-of-the-hour phases print each step's CPU per run, in every process "
+                             "(bench/steps.py)")
     parser.add_argument("--json", type=Path, help="also write every raw figure to this file")
     parser.add_argument("--no-doc", action="store_true", help="never rewrite docs/benchmarks.md")
     return parser.parse_args(argv)
@@ -313,6 +317,8 @@ def section(
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)  # before stdout is redirected: --help and usage errors are printed
+    if args.profile_steps:
+        steps.enable()  # before any executor process starts: they inherit it
     sink = LineSink()  # executor processes add the lines their own sinks counted (bench/executors.py)
     with contextlib.redirect_stdout(sink):
         code = _main(args, argv, sys.__stdout__)

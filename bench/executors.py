@@ -32,6 +32,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from bench import steps
 from bench.harness import LineSink, LogTally, capture_logs
 from tickwork.dispatch.invoker import group_dispatches, wall_clock_ms
 from tickwork.models import Dispatch, executor_event
@@ -76,6 +77,8 @@ def _child(
     tally = capture_logs()
     sink = LineSink()
     sys.stdout = sink  # EMF metric lines: counted, not sprayed over the parent's table
+    if steps.enabled():
+        steps.install()
     try:
         handler = setup(setup_arg)
     except Exception as exc:
@@ -87,7 +90,9 @@ def _child(
     def run(payload: Any, runs: int) -> None:
         error = None
         try:
-            if payload is not None:
+            if payload == steps.RESET:
+                steps.reset()
+            elif payload is not None:
                 handler.handle(payload)
         except Exception as exc:
             error = repr(exc)
@@ -108,7 +113,8 @@ def _child(
         pool.submit(run, payload, runs)
     pool.shutdown(wait=True)
     handler.close()
-    results.put(("closed", pid, dict(tally.counts), tally.examples, sink.lines))
+    results.put(("closed", pid, dict(tally.counts), tally.examples, sink.lines,
+                 steps.snapshot() if steps.enabled() else None))
 
 
 def _exit_with_parent() -> None:
@@ -207,7 +213,8 @@ class WorkerProcesses:
                     self._failed.append(message[2])
                 elif kind == "closed":
                     self._closed.add(pid)
-                    _merge_logs(*message[2:])
+                    _merge_logs(*message[2:5])
+                    steps.collect_child(message[5])
                 self._lock.notify_all()
 
     def close(self) -> None:
@@ -296,6 +303,11 @@ class ProcessExecutors:
 
     def reset(self) -> None:
         self.pool.reset()
+        if steps.enabled():  # every process's step timers from now on (bench/steps.py)
+            steps.reset_all()
+            with self.pool.spreading():
+                for _ in range(self.processes):
+                    self.pool.submit(steps.RESET, 0)
 
     def close(self) -> None:
         self.pool.close()

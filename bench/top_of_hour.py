@@ -12,11 +12,13 @@ worst case; this is the case where the instant is known in advance.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from bench import steps
 from bench.burst import DRAIN_TIMEOUT_SECONDS, SETUP_MARGIN_SECONDS, SETUP_SECONDS_PER_JOB
 from bench.harness import SecondTicker, Servers, Workspace, create_jobs, wait_for
 from bench.outcome import summarize, tickwork_send_lags, tickwork_statuses
@@ -75,11 +77,21 @@ def run(
             _tick_on(rig, ticker, jobs, deadline)
             drained = rig.drain(deadline.bounded(DRAIN_TIMEOUT_SECONDS))
             wait_for(lambda: target.count() >= jobs, deadline.bounded(5))
-            return {"settings": settings or {}, "tenants": len(layout), "over_budget": deadline.over(),
-                    "last_handed_after_instant_s": _since(instant, rig.invoker.last_handed_at),
-                    **_result(ws, target, ticker, tenant_of, instant, drained, jobs)}
+            result = {"settings": settings or {}, "tenants": len(layout), "over_budget": deadline.over(),
+                      "last_handed_after_instant_s": _since(instant, rig.invoker.last_handed_at),
+                      **_result(ws, target, ticker, tenant_of, instant, drained, jobs)}
         finally:
-            rig.close()
+            rig.close()  # the executor processes report their step timers as they close
+    return result | _steps(jobs)
+
+
+def _steps(runs: int) -> dict[str, Any]:
+    """With --profile-steps, the CPU of each step of the instant's path (bench/steps.py), also printed."""
+    if not steps.enabled():
+        return {}
+    profile = steps.report(runs)
+    print(steps.table(profile), file=sys.__stdout__, flush=True)
+    return {"steps": profile}
 
 
 def _tick_on(rig: TickworkRig, ticker: SecondTicker, jobs: int, deadline: Deadline) -> None:
