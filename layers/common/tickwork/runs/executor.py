@@ -142,6 +142,8 @@ class Executor:
         # Runs of jobs that allow overlap, and retries, start now; the rest are judged at their instant.
         with self.svc.db.connection() as conn:
             started = store.start_unguarded_many(conn, [(d.execution_id, d.attempt) for d in dispatches])
+            # Their requests are signed with their tenants' keys: every tenant's in one statement, not one each.
+            self.secrets.read_ahead(conn, {run.tenant_id for run in started.values()})
         if len(dispatches) == 1:  # nothing to overlap: no Sender, no threads
             outcome = self._run_alone(dispatches[0], started.get(dispatches[0].execution_id))
             give_back(self.svc, dispatches, [outcome])

@@ -100,6 +100,16 @@ class TenantSecrets:
         return Signing(run.message_id or message_id(run.job_id, run.id), webhook_timestamp(planned, self.clock()),
                        self.signing_keys(run.tenant_id))
 
+    def read_ahead(self, conn: Any, tenant_ids: Iterable[str]) -> None:
+        """The signing keys of `tenant_ids` not read yet, in one statement on `conn` (an invocation's runs are of
+        many tenants at a busy instant: one read each would cost a statement apiece). A tenant without a secret,
+        or whose secret does not open, is left to `signing_keys`, at its first run."""
+        with self._lock:
+            wanted = sorted(set(tenant_ids) - set(self._signing))
+            if wanted:
+                now = datetime.fromtimestamp(self.clock(), tz=timezone.utc)
+                self._signing.update(vault.signing_keys_of(self.keyring, conn, wanted, now))
+
     def signing_keys(self, tenant_id: str) -> tuple[bytes, ...]:
         with self._lock:
             known = self._signing.get(tenant_id)

@@ -133,7 +133,23 @@ def signing_keys(keyring: Keyring, conn: Any, tenant_id: str, now: datetime) -> 
     if not rows:
         current_signing(keyring, conn, tenant_id, now)
         rows = store.signing_secrets(conn, tenant_id, now)
-    keys = PgKeyStore(conn)
+    return _opened_signing(keyring, PgKeyStore(conn), tenant_id, rows)
+
+
+def signing_keys_of(keyring: Keyring, conn: Any, tenant_ids: Sequence[str], now: datetime,
+                    ) -> dict[str, tuple[bytes, ...]]:
+    """`signing_keys` of several tenants, read in one statement: those of tenants that have a secret and whose
+    secrets open. The others are left out, for `signing_keys` to create or to refuse, one by one."""
+    keys, found = PgKeyStore(conn), {}
+    for tenant_id, rows in store.signing_secrets_of(conn, tenant_ids, now).items():
+        try:
+            found[tenant_id] = _opened_signing(keyring, keys, tenant_id, rows)
+        except SealError:
+            continue
+    return found
+
+
+def _opened_signing(keyring: Keyring, keys: Any, tenant_id: str, rows: Sequence[Any]) -> tuple[bytes, ...]:
     opened = (keyring.open(keys, row.sealed, _signing_context(tenant_id, row.id)) for row in rows)
     return tuple(signing.secret_key(secret) for secret in opened)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 from psycopg.pq import TransactionStatus
 from psycopg.rows import class_row
@@ -159,6 +159,19 @@ def signing_secrets(conn: Any, tenant_id: str, now: datetime) -> list[SigningRow
             " WHERE tenant_id = %s AND (expires_at IS NULL OR expires_at > %s)"
             " ORDER BY expires_at IS NOT NULL, created_at DESC", (tenant_id, now),
         ).fetchall()
+
+
+def signing_secrets_of(conn: Any, tenant_ids: Sequence[str], now: datetime) -> dict[str, list[SigningRow]]:
+    """signing_secrets for several tenants in one statement; a tenant without any is left out."""
+    rows = conn.execute(
+        "SELECT tenant_id::text, id::text, sealed, created_at, expires_at FROM signing_secrets"
+        " WHERE tenant_id = ANY(%s::uuid[]) AND (expires_at IS NULL OR expires_at > %s)"
+        " ORDER BY tenant_id, expires_at IS NOT NULL, created_at DESC", (list(tenant_ids), now),
+    ).fetchall()
+    found: dict[str, list[SigningRow]] = {}
+    for tenant_id, *row in rows:
+        found.setdefault(tenant_id, []).append(SigningRow(*row))
+    return found
 
 
 def add_signing_secret(conn: Any, tenant_id: str, secret_id: str, sealed: str, now: datetime) -> bool:
