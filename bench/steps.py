@@ -41,6 +41,7 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     (EXECUTOR, "  executor made (targets, secrets)", "tickwork.runs.executor:Executor.__post_init__"),
     (EXECUTOR, "  start runs (one statement)", "tickwork.store.executions:start_unguarded_many"),
     (EXECUTOR, "  threads started (a group's pool)", "tickwork.runs.pool:ElasticPool._add_thread"),
+    (EXECUTOR, "  signing keys read ahead (one statement)", "tickwork.secrets.outgoing:TenantSecrets.read_ahead"),
     (EXECUTOR, "  pause check (MGET)", "tickwork.runs.executor:Executor.stopped_lately"),
     (EXECUTOR, "  fire (write)", "tickwork.runs.executor:Executor.fire"),
     (EXECUTOR, "decode event", "tickwork.models:dispatches_from_event"),
