@@ -303,8 +303,7 @@ class ProcessExecutors:
 
     def reset(self) -> None:
         self.pool.reset()
-        if steps.enabled():  # every process's step timers from now on (bench/steps.py)
-            steps.reset_all()
+        if steps.enabled():  # every executor process's step timers from now on (bench/steps.py)
             with self.pool.spreading():
                 for _ in range(self.processes):
                     self.pool.submit(steps.RESET, 0)

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from bench import steps
 from bench.executors import ProcessExecutors
 from bench.harness import (
     ONCE_A_DAY,
@@ -93,6 +94,8 @@ def warm_up(ws: Workspace, rig: TickworkRig, target: Target) -> None:
     rig.invoker.reset()
     if rig.executors is not None:
         rig.executors.reset()
+    if steps.enabled():
+        steps.reset_all()  # this process's step timers (bench/steps.py), in either executor mode
 
 
 def tick_summary(result: TickResult | None) -> dict[str, Any]:

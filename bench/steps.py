@@ -7,8 +7,8 @@ step's figure is what it costs whatever the machine's load; what runs on other t
 recorder) is counted in their own steps. Each process also counts its CPU in all (time.process_time), which takes
 in what no step names (threads started, the garbage collector, queues, pickling).
 
-The timers are reset when the rig's executors are (after the warm-up: bench/rig.py), in every executor process
-(bench/executors.py sends each a RESET), and collected when they close; `report` divides by the instant's runs.
+The timers are reset after the warm-up (bench/rig.py), in every executor process too (bench/executors.py sends each
+a RESET), and collected when those close; `report` divides by the instant's runs.
 A step whose function a tree lacks (an A/B against an older tree) is reported absent. A wrapped call costs about
 a microsecond more, a few per run.
 """
@@ -49,7 +49,7 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     (EXECUTOR, "  secrets opened, interpolated", "tickwork.secrets.outgoing:TenantSecrets.request_to_send"),
     (EXECUTOR, "  signing keys (read, decrypt)", "tickwork.secrets.outgoing:TenantSecrets.signing_keys"),
     (EXECUTOR, "    of which the statement", "tickwork.store.secrets:signing_secrets"),
-    (EXECUTOR, "    of which the decryption", "tickwork.secrets.crypto:Keyring.open"),
+    (EXECUTOR, "decryptions (Keyring.open, any thread)", "tickwork.secrets.crypto:Keyring.open"),
     (EXECUTOR, "  render and connect (delivery.prepare)", "tickwork.http.delivery:prepare"),
     (EXECUTOR, "    of which the signature", "tickwork.http.signing:Signing.headers"),
     (EXECUTOR, "    of which the connection (take, render, open)", "tickwork.http.delivery:Prepared.connect"),
@@ -169,6 +169,7 @@ def reset_all() -> None:
 def report(runs: int) -> dict[str, Any]:
     """Every step's CPU (ms) and calls, over this process (the poller) and the executor processes, per run of `runs`."""
     mine, children = snapshot(), list(_children)
+    _children.clear()  # reported: the next run's executor processes report their own
     sides = {POLLER: [mine], EXECUTOR: children or [mine]}
     rows = []
     for side, label, _ in STEPS:
