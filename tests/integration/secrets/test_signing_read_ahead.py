@@ -24,6 +24,7 @@ from tickwork.scope import Scope
 from tickwork.secrets import vault
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -39,9 +40,9 @@ def _scope(services: Services, tenant_id: str, now: datetime) -> Scope:
 def tenants(services: Services, db: Any) -> dict[str, str]:
     """`rotated` (two secrets: one made two days ago, rotated an hour ago), `one` (one secret), `none`."""
     made = {name: create_tenant(db, name) for name in ("rotated", "one", "none")}
-    vault.signing_secret(_scope(services, made["rotated"], NOW - timedelta(days=2)))
-    vault.rotate_signing_secret(_scope(services, made["rotated"], NOW - timedelta(hours=1)))
-    vault.signing_secret(_scope(services, made["one"], NOW - timedelta(days=1)))
+    tenant_secrets.signing_secret(_scope(services, made["rotated"], NOW - timedelta(days=2)))
+    tenant_secrets.rotate_signing_secret(_scope(services, made["rotated"], NOW - timedelta(hours=1)))
+    tenant_secrets.signing_secret(_scope(services, made["one"], NOW - timedelta(days=1)))
     return made
 
 
@@ -95,7 +96,7 @@ def test_a_group_of_several_tenants_runs_signs_each_with_its_own_tenants_keys(
 ) -> None:
     now = datetime.now(timezone.utc).replace(microsecond=0)
     tenants = [create_tenant(db, f"t{i}") for i in range(3)]
-    secrets = {tenant: vault.signing_secret(_scope(services, tenant, now)) for tenant in tenants}
+    secrets = {tenant: tenant_secrets.signing_secret(_scope(services, tenant, now)) for tenant in tenants}
     jobs = {insert_job(services, schedule="0 0 1 1 *", next_run_at=now, tenant_id=tenant,
                        url=f"{target.url}/{tenant}"): tenant for tenant in tenants for _ in range(2)}
     services.invoker.dispatches.clear()  # type: ignore[union-attr]
