@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from tickwork import defaults
-from tickwork.vocab import DispatchKind, JobStatus
+from tickwork.vocab import DispatchKind, EndAction, JobStatus
 
 T = TypeVar("T")
 Key = tuple[datetime, str]  # a keyset position: (created_at or scheduled_for, id)
@@ -187,6 +187,8 @@ class JobDraft:
     completion: Completion | None = None  # None: the answer ends a run
     calendar: CalendarRef | None = None
     key: str | None = None  # its stable name for PUT /jobs/by-key/{key}; immutable once set
+    max_runs: int | None = None  # how many scheduled runs it sends before it ends (None: no bound)
+    end_action: str = EndAction.NONE  # what becomes of it once its last run ended
 
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> JobDraft:
@@ -215,6 +217,7 @@ class Job(JobDraft):
     errored_at: datetime | None = None
     error_count: int | None = None
     retry_errored_at: datetime | None = None
+    runs_sent: int = 0  # scheduled runs sent, counted by the poller's claim (max_runs)
 
     @property
     def timing(self) -> tuple[Any, ...]:

@@ -40,6 +40,13 @@ class JobStatus(StrEnum):
     ERRORED = "errored"  # shown only: an active job in quarantine (tickwork.rules.quarantine)
 
 
+class EndAction(StrEnum):
+    """What becomes of a job once its last run ended (EventBridge Scheduler's ActionAfterCompletion)."""
+
+    NONE = "none"  # kept, `completed`
+    DELETE = "delete"  # deleted; its runs are kept
+
+
 class Trigger(StrEnum):
     """What made a run: its job's schedule, or someone asking (POST /jobs/{id}/run)."""
 

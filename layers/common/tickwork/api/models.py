@@ -160,6 +160,10 @@ Catchup = Annotated[vocab.Catchup, OneOf()]
 Jitter = Annotated[vocab.Jitter, OneOf()]
 NotifyOn = Literal["failure", "recovery", "paused"]
 MaxDelay = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS, description="No wait between attempts is longer.")]
+MaxRuns = Annotated[int, Field(ge=1, strict=True, description=(
+    "Scheduled runs sent before the job ends (manual runs, replays, skipped and missed slots do not count): "
+    "it becomes completed when the last one ends, retries included."))]
+EndAction = Annotated[vocab.EndAction, OneOf()]
 PauseAfter = Annotated[int, Field(ge=1, le=MAX_PAUSE_AFTER_FAILURES, description=(
     "Pause the job after this many consecutive finally-failed runs."))]
 StatusCodes = Annotated[list[Any], Field(min_length=1, max_length=success.MAX_STATUS_CODES, json_schema_extra={
@@ -272,6 +276,10 @@ class JobCreate(_Strict):
         "`tickwork apply --prune` only deletes jobs of its own file's label."))
     completion: CompletionSpec = Field(default_factory=CompletionSpec)
     calendar: CalendarSpec | None = None
+    max_runs: MaxRuns | None = None
+    end_action: EndAction = Field(vocab.EndAction.NONE, description=(
+        "Once the job's last run ended (max_runs reached, end_at or a single at() passed): keep it, completed "
+        "(none), or delete it, its runs kept (delete)."))
 
 
 class RequestPatch(_Strict):
@@ -318,6 +326,8 @@ class JobPatch(_Strict):
     source: Source | None = Field(None, description="null clears it.")
     completion: Unchanged[CompletionSpec] = Field(None, description="Replaces the whole setting.")
     calendar: CalendarSpec | None = Field(None, description="null clears it.")
+    max_runs: MaxRuns | None = Field(None, description="null clears it.")
+    end_action: Unchanged[EndAction] = None
 
 
 class PreviewRequest(_Strict):

@@ -83,6 +83,9 @@ class JobOut(BaseModel):
     source: str | None = Field(None, description="What manages it (a jobs file's label, a stack); null when unset.")
     completion: CompletionOut = Field(description="How its runs end: by the answer, or by a callback.")
     calendar: CalendarOut | None = Field(None, description="The calendars it does not run on; null when none.")
+    max_runs: int | None = Field(None, description="Scheduled runs it sends before it ends; null: no bound.")
+    end_action: str = Field("none", description="What becomes of it once its last run ended: none or delete.")
+    runs_sent: int = Field(0, description="Scheduled runs sent so far (what max_runs counts).")
     error_reason: str | None = Field(None, description=(
         "Status errored: why the scheduler set it aside (the step and the error's type); null otherwise. It is "
         "tried again after a backoff; any change to it, or to a calendar it names, releases it at once."))

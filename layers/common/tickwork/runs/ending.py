@@ -11,7 +11,9 @@ tickwork.runs.executor), a completion callback or its deadline (tickwork.runs.aw
    attempt's error (tickwork.runs.bounds); Postgres is read only when a run retries.
 3. Write, conditional on the attempt still being the running one: the attempt and its run's new status; a
    final end that may raise events with them and its job's counters (tickwork.runs.ends), a run waiting behind
-   it (overlap queue_one) released; an accepted answer in callback mode recorded as awaiting.
+   it (overlap queue_one) released; an accepted answer in callback mode recorded as awaiting. A job whose last
+   run this was (no next slot, no scheduled run left) is finished: `completed` once its max_runs-th run ended,
+   or deleted (its runs kept) when its end_action is `delete`, whatever ended its schedule.
 4. Queue what follows in the due index, in one round trip: the retry, the released runs, the events, the
    paused jobs, the completion checks. Lost with Redis, each is put back by the maintenance pass.
 """
@@ -31,8 +33,9 @@ from tickwork.rules import completion, replay, retry
 from tickwork.runs import bounds, ends
 from tickwork.store import attempts as store
 from tickwork.store import completions as completions_store
+from tickwork.store import executions as executions_store
 from tickwork.timeutil import rfc3339, to_ms
-from tickwork.vocab import FINAL_STATUSES, NotEnded, Overlap, RunStatus
+from tickwork.vocab import FINAL_STATUSES, JobStatus, NotEnded, Overlap, RunStatus
 
 logger = Logger(child=True)
 
@@ -134,6 +137,7 @@ class Written:
     released: list[str] = field(default_factory=list)
     noted: ends.Noted = field(default_factory=ends.Noted)
     checks: list[Check] = field(default_factory=list)
+    finished: dict[str, str] = field(default_factory=dict)  # jobs whose last run ended: their new status
 
     def statuses(self) -> dict[str, str]:
         """Each run's new status, or 'superseded' if its attempt was no longer ours to end."""
@@ -193,7 +197,16 @@ def write(conn: Any, bounded: Sequence[AttemptEnd], now: datetime, operator: boo
                                          operator)
         written.kept |= written.noted.kept
         written.released += written.noted.released
+    written.finished = _finish(conn, [e for e in bounded if e.final and e.run.id in written.kept], now)
     return written
+
+
+def _finish(conn: Any, ended: Sequence[AttemptEnd], now: datetime) -> dict[str, str]:
+    """Complete or delete the jobs whose last run is among the runs `ended` (tickwork.store.executions)."""
+    finished = executions_store.finish_jobs(conn, [e.run.job_id for e in ended], now)
+    for job_id, status in finished.items():
+        logger.info("job finished: its last run ended", extra={"job_id": job_id, "job_status": status})
+    return finished
 
 
 def _await(conn: Any, answers: Sequence[AttemptEnd], now: datetime, checks: list[Check]) -> set[str]:
@@ -215,7 +228,7 @@ def _await(conn: Any, answers: Sequence[AttemptEnd], now: datetime, checks: list
 def queue(index: DueIndex, written: Written, now: datetime) -> None:
     """What the written ends call for, in one pipeline: retries, released runs, events, paused jobs, checks."""
     retries = [(e.run, at) for e in written.ended if e.run.id in written.kept and (at := e.decision.next_attempt_at)]
-    if not retries and not written.released and not written.noted and not written.checks:
+    if not retries and not written.released and not written.noted and not written.checks and not written.finished:
         return
     pipe = index.pipeline()
     for run, at in retries:
@@ -225,4 +238,8 @@ def queue(index: DueIndex, written: Written, now: datetime) -> None:
     ends.queue(index, written.noted, to_ms(now), pipe)
     for check in written.checks:
         index.schedule_completion_check(check.execution_id, check.attempt, check.due_ms, pipeline=pipe)
+    for job_id, status in written.finished.items():  # lost with Redis: maintenance takes them out
+        index.remove_job(job_id, pipe)
+        if status == JobStatus.DELETED:
+            index.mark_stopped(job_id, JobStatus.DELETED, pipe)
     pipe.execute()

@@ -16,21 +16,25 @@ from tickwork.vocab import PENDING_STATUSES, NotStarted, Overlap, RunStatus
 # If Postgres expected an earlier slot than the one claimed, an earlier claim was lost between Redis and
 # Postgres (a poller crash): that slot gets a `missed` row too, so it is accounted for, not silently gone.
 # A slot recorded is the job's handling succeeding: a quarantine it was in ends (tickwork.dispatch.quarantine).
+# A slot recorded to send counts in the job's runs_sent, in the same statement: once it reaches max_runs the job
+# has no next slot (it stays active until that run ends: tickwork.runs.ending) and no later claim is recorded.
 _RECORD_CLAIMS = """
 WITH claimed AS (
     SELECT * FROM unnest(%(job_ids)s::uuid[], %(claimed)s::timestamptz[], %(nexts)s::timestamptz[],
-                         %(versions)s::int[])
-        AS c(job_id, claimed_slot, next_run_at, version)
+                         %(versions)s::int[], %(sends)s::int[])
+        AS c(job_id, claimed_slot, next_run_at, version, sends)
 ), expected AS (
     SELECT j.id, date_trunc('milliseconds', j.next_run_at) AS slot FROM jobs j JOIN claimed c ON c.job_id = j.id
 ), advanced AS (
     UPDATE jobs j
-       SET next_run_at = c.next_run_at,
+       SET next_run_at = CASE WHEN j.runs_sent + c.sends >= j.max_runs THEN NULL ELSE c.next_run_at END,
+           runs_sent = j.runs_sent + c.sends,
            status = CASE WHEN c.next_run_at IS NULL THEN 'completed' ELSE j.status END,
            error_reason = NULL, errored_at = NULL, error_count = NULL, retry_errored_at = NULL
       FROM claimed c
      WHERE j.id = c.job_id AND j.status = 'active' AND j.version = c.version
        AND (j.next_run_at IS NULL OR date_trunc('milliseconds', j.next_run_at) <= c.claimed_slot)
+       AND (j.max_runs IS NULL OR j.runs_sent < j.max_runs)
  RETURNING j.id, j.tenant_id
 ), runs AS (
     SELECT * FROM unnest(%(run_ids)s::uuid[], %(run_jobs)s::uuid[], %(run_slots)s::timestamptz[],
@@ -75,6 +79,11 @@ class Slot:
     missed_note: str | None = None
     # The fire slot's date is excluded by one of the job's calendars: recorded skipped with this note, not run.
     skipped_note: str | None = None
+
+    @property
+    def sends(self) -> bool:
+        """Whether the claim sends a scheduled run (what a job's max_runs counts)."""
+        return self.fire is not None and self.skipped_note is None
 
     def rows(self) -> list[NewRun]:
         """Each execution row this claim creates."""
@@ -155,6 +164,7 @@ def record_claims(conn: Any, slots: list[Slot]) -> Recorded:
         "claimed": [s.claimed for s in slots],
         "nexts": [s.next_run_at for s in slots],
         "versions": [s.version for s in slots],
+        "sends": [int(s.sends) for s in slots],
         "run_ids": [r.id for r in rows],
         "run_jobs": [r.job_id for r in rows],
         "run_slots": [r.scheduled_for for r in rows],
@@ -197,6 +207,28 @@ def insert_manual(conn: Any, tenant_id: str, job_id: str, at: datetime) -> str:
 STOPPED = "(j.status = 'deleted' OR (j.status = 'paused' AND e.trigger = 'schedule' AND e.replay_count = 0))"
 
 _STOPPED_NOTE = "skipped: the job was "
+
+
+# Jobs whose last run just ended: no next slot, no scheduled run left to end, and max_runs reached (active) or
+# end_action delete (completed too: end_at or a single at() passed). Completed, or deleted as the API deletes.
+# Run after the run's end is written: of two ends at once, the later statement sees both.
+_FINISH_JOBS = """
+UPDATE jobs j
+   SET status = CASE WHEN j.end_action = 'delete' THEN 'deleted' ELSE 'completed' END,
+       deleted_at = CASE WHEN j.end_action = 'delete' THEN %(at)s END, updated_at = %(at)s
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.next_run_at IS NULL
+   AND ((j.status = 'active' AND j.runs_sent >= j.max_runs) OR (j.status = 'completed' AND j.end_action = 'delete'))
+   AND NOT EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.id AND x.trigger = 'schedule'
+                   AND x.status IN ('queued', 'waiting', 'running', 'retrying', 'awaiting_completion'))
+RETURNING j.id::text, j.status
+"""
+
+
+def finish_jobs(conn: Any, job_ids: Sequence[str], at: datetime) -> dict[str, str]:
+    """Complete or delete the jobs whose last run ended (of these); returns each one's new status."""
+    if not job_ids:
+        return {}
+    return dict(conn.execute(_FINISH_JOBS, {"ids": sorted(set(job_ids)), "at": at}).fetchall())
 
 
 def stopped_note(job_status: str) -> str:

@@ -59,7 +59,7 @@ def new_job(scope: Scope, draft: JobDraft) -> Job:
 def patched(scope: Scope, job: Job, changes: Mapping[str, Any]) -> Job:
     """PATCH rules: `request` and `retry` merge into what is stored; a change of schedule, time zone or window
     bumps the version (so a poller holding the old spec cannot advance the new one) and restarts the job
-    at its first slot after now. A paused job stays paused; a completed job becomes active again. A key is
+    at its first slot after now, its max_runs counted afresh. A paused job stays paused; a completed job becomes active again. A key is
     set once."""
     given = parsed_parts({name: value for name, value in changes.items() if name not in ("request", "retry")})
     updated = replace(job, **{name: given[name] for name in _AS_GIVEN if name in given})
@@ -106,7 +106,7 @@ def rescheduled(scope: Scope, job: Job, changes: Mapping[str, Any]) -> Job:
     moved = replace(job, **{**timing, "schedule": schedule.canonical, "timezone": schedule.timezone})
     if moved.timing == job.timing:
         return job
-    moved = replace(moved, version=job.version + 1)
+    moved = replace(moved, version=job.version + 1, runs_sent=0)  # a new schedule counts max_runs afresh
     scheduling.remember(moved, schedule)
     if job.status == JobStatus.PAUSED:
         return moved

@@ -1,0 +1,137 @@
+"""A job that ends after `max_runs` scheduled runs, and one deleted once its last run ended (`end_action`):
+the API, the poller and the executor against real Postgres, Redis and an HTTP target, every clock pinned."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from tests.conftest import Target
+from tests.integration.api_client import Api, job_body, use_clock, use_settings
+from tests.integration.helpers import executor_at
+from tests.support import FakeClock
+from tickwork.dispatch.poller import Poller
+from tickwork.models import Dispatch
+from tickwork.timeutil import to_ms
+from tickwork.wiring import Services
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+NO_RETRY = {"strategy": "fixed", "max_attempts": 1, "delay_seconds": 1}
+
+
+def _job(api: Api, services: Services, target: Target, **fields: Any) -> str:
+    use_settings(services, allow_private_targets=True)  # the target listens on loopback
+    use_clock((T0 - timedelta(seconds=1)).timestamp)
+    job = api.create(schedule="* * * * * *", timezone="UTC", request={"url": target.url + "/hook"}, **fields)
+    return str(job["id"])
+
+
+def _tick(services: Services, at: datetime) -> list[Dispatch]:
+    services.invoker.dispatches.clear()  # type: ignore[union-attr]
+    Poller(services).tick(to_ms(at))
+    return list(services.invoker.dispatches)  # type: ignore[union-attr]
+
+
+def _run(services: Services, dispatch: Dispatch) -> list[str]:
+    at = datetime.fromtimestamp(dispatch.fire_at_ms / 1000, timezone.utc)
+    return executor_at(services, FakeClock(at)).run([dispatch])
+
+
+def _job_row(db: Any, job_id: str) -> tuple[Any, ...]:
+    return db.execute("SELECT status, runs_sent, next_run_at FROM jobs WHERE id = %s", (job_id,)).fetchone()
+
+
+def _runs(db: Any, job_id: str) -> list[tuple[Any, ...]]:
+    return db.execute("SELECT trigger, status FROM executions WHERE job_id = %s ORDER BY scheduled_for, trigger",
+                      (job_id,)).fetchall()
+
+
+def _send_scheduled(services: Services, seconds: range) -> list[Dispatch]:
+    """Tick at each second of `seconds` after T0; every dispatch handed over."""
+    return [d for s in seconds for d in _tick(services, T0 + timedelta(seconds=s))]
+
+
+def test_max_runs_sends_that_many_scheduled_runs_and_completes_after_the_last_ends(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    """Break: runs_sent not counted or not checked, so a 4th slot is claimed, or the job completes at the 3rd
+    claim rather than at its end. Must hold: 3 runs, active until the 3rd ends, then completed, runs kept."""
+    job_id = _job(api, services, target, max_runs=3, retry=NO_RETRY)
+    sent = _send_scheduled(services, range(0, 3))
+    assert len(sent) == 3
+    assert _job_row(db, job_id) == ("active", 3, None)
+    assert _send_scheduled(services, range(3, 6)) == []  # the 4th slot and later: not claimed
+    for dispatch in sent[:2]:
+        assert _run(services, dispatch) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "active"  # the 3rd has not ended
+    assert _run(services, sent[2]) == ["succeeded"]
+    assert _job_row(db, job_id) == ("completed", 3, None)
+    assert _runs(db, job_id) == [("schedule", "succeeded")] * 3
+    assert api.call("GET", f"/jobs/{job_id}").body["status"] == "completed"
+
+
+def test_a_retried_last_run_completes_the_job_only_after_its_last_attempt(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    job_id = _job(api, services, target, max_runs=1, retry={"strategy": "fixed", "max_attempts": 2, "delay_seconds": 1})
+    (first,) = _send_scheduled(services, range(0, 1))
+    target.statuses = [503]
+    assert _run(services, first) == ["retrying"]
+    assert _job_row(db, job_id)[0] == "active"
+    assert _run(services, Dispatch(first.execution_id, 2, first.fire_at_ms + 1000)) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "completed"
+
+
+def test_manual_runs_do_not_count(api: Api, services: Services, target: Target, db: Any) -> None:
+    job_id = _job(api, services, target, max_runs=2, retry=NO_RETRY)
+    use_clock(T0.timestamp)
+    assert api.call("POST", f"/jobs/{job_id}/run").status == 202
+    sent = _send_scheduled(services, range(0, 4))
+    assert len(sent) == 3  # the manual run and two scheduled ones
+    for dispatch in sent:
+        assert _run(services, dispatch) == ["succeeded"]
+    assert _job_row(db, job_id) == ("completed", 2, None)
+    assert sorted(_runs(db, job_id)) == [("manual", "succeeded")] + [("schedule", "succeeded")] * 2
+
+
+def test_end_action_delete_deletes_the_job_once_its_last_run_ended_and_keeps_its_runs(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    job_id = _job(api, services, target, max_runs=2, end_action="delete", retry=NO_RETRY)
+    sent = _send_scheduled(services, range(0, 3))
+    assert len(sent) == 2
+    assert _run(services, sent[0]) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "active"
+    assert _run(services, sent[1]) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "deleted"
+    assert _runs(db, job_id) == [("schedule", "succeeded")] * 2
+    assert api.call("GET", f"/jobs/{job_id}").status == 404
+
+
+def test_end_action_delete_deletes_a_job_whose_end_at_passed(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    job_id = _job(api, services, target, end_at="2026-11-30T12:00:02Z", end_action="delete", retry=NO_RETRY)
+    sent = _send_scheduled(services, range(0, 3))
+    assert len(sent) == 2
+    assert _job_row(db, job_id)[0] == "completed"  # its schedule is over; its last run has not ended
+    for dispatch in sent:
+        assert _run(services, dispatch) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "deleted"
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_runs", 0), ("max_runs", "3"), ("max_runs", 1.5),
+                                              ("end_action", "archive")])
+def test_a_bad_value_is_a_400_naming_the_field(api: Api, field: str, value: Any) -> None:
+    reply = api.call("POST", "/jobs", job_body(**{field: value}))
+    assert reply.status == 400, reply.body
+    assert field in str(reply.body)
+
+
+def test_a_new_schedule_counts_max_runs_afresh(api: Api, services: Services, target: Target, db: Any) -> None:
+    """Break: runs_sent kept across a new schedule, so the job is active again but no slot is ever recorded."""
+    job_id = _job(api, services, target, max_runs=1, retry=NO_RETRY)
+    (first,) = _send_scheduled(services, range(0, 2))
+    assert _run(services, first) == ["succeeded"]
+    assert _job_row(db, job_id)[0] == "completed"
+    use_clock((T0 + timedelta(seconds=5)).timestamp)
+    assert api.call("PATCH", f"/jobs/{job_id}", {"schedule": "*/2 * * * * *"}).status == 200
+    assert _job_row(db, job_id)[:2] == ("active", 0)
+    assert len(_send_scheduled(services, range(6, 12))) == 1
