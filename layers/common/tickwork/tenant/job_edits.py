@@ -59,8 +59,8 @@ def new_job(scope: Scope, draft: JobDraft) -> Job:
 def patched(scope: Scope, job: Job, changes: Mapping[str, Any]) -> Job:
     """PATCH rules: `request` and `retry` merge into what is stored; a change of schedule, time zone or window
     bumps the version (so a poller holding the old spec cannot advance the new one) and restarts the job
-    at its first slot after now, its max_runs counted afresh. A paused job stays paused; a completed job becomes active again. A key is
-    set once."""
+    at its first slot after now, its max_runs counted afresh. A paused job stays paused; a completed job becomes
+    active again. A key is set once."""
     given = parsed_parts({name: value for name, value in changes.items() if name not in ("request", "retry")})
     updated = replace(job, **{name: given[name] for name in _AS_GIVEN if name in given})
     if given.get("key") is not None and given["key"] != job.key:
