@@ -18,9 +18,10 @@ from tests import aws
 from tickwork.http.connections import Connections
 from tickwork.models import StartedExecution
 from tickwork.secrets.outgoing import TenantSecrets
+from tickwork.store.jobs import TARGET_STAND_IN
 from tickwork.store.tenants import create_tenant
 from tickwork.targets import kinds
-from tickwork.targets.base import TargetKind
+from tickwork.vocab import TargetKind
 from tickwork.wiring import Services
 
 
@@ -71,8 +72,8 @@ class AwsHarness:
                 "role_arn": aws.OTHER_ROLE_ARN if case.value == "refused" else aws.ROLE_ARN,
                 "input": text, "timeout_seconds": self.timeout, **PARAMETERS.get(self.kind, {})}
         now = datetime.now(timezone.utc)
-        return StartedExecution(str(uuid.uuid4()), str(uuid.uuid4()), self.tenant_id, now, 1, spec, {},
-                                attempt_started_at=now - timedelta(seconds=started_ago),
+        return StartedExecution(str(uuid.uuid4()), str(uuid.uuid4()), self.tenant_id, now, 1, dict(TARGET_STAND_IN),
+                                {}, target=spec, attempt_started_at=now - timedelta(seconds=started_ago),
                                 success=dict(success) if success else None)
 
     def called(self) -> list[str]:

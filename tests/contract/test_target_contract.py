@@ -28,7 +28,8 @@ from tickwork.runs.executor import aws_access
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
 from tickwork.targets import kinds
-from tickwork.targets.base import Target, TargetKind, kind_of
+from tickwork.targets.base import Target, kind_of
+from tickwork.vocab import TargetKind
 from tickwork.wiring import Services
 
 TIMEOUT_SECONDS = 1.0  # a run's time, where a test waits it out

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from tickwork import defaults
+from tickwork.targetspec.aws import AwsTargetSpec
 from tickwork.vocab import DispatchKind, EndAction, JobStatus
 
 T = TypeVar("T")
@@ -173,7 +174,8 @@ class JobDraft:
     start_at: datetime | None = None
     end_at: datetime | None = None
     spread_seconds: int = defaults.SPREAD_SECONDS
-    request: HttpRequest
+    request: HttpRequest | None = None  # exactly one of request (HTTP) and target (AWS)
+    target: AwsTargetSpec | None = None
     retry: RetryPolicy
     overlap: str = defaults.OVERLAP
     catchup: str = defaults.CATCHUP
@@ -227,8 +229,8 @@ class Job(JobDraft):
 DEFINITION_FIELDS = tuple(f.name for f in fields(JobDraft))
 JOB_FIELDS = tuple(f.name for f in fields(Job))
 # The fields held as a typed part, by the part's type; stored as JSON.
-JOB_PARTS: dict[str, Any] = {"request": HttpRequest, "retry": RetryPolicy, "notify": Notify, "success": SuccessRule,
-                             "completion": Completion, "calendar": CalendarRef}
+JOB_PARTS: dict[str, Any] = {"request": HttpRequest, "target": AwsTargetSpec, "retry": RetryPolicy, "notify": Notify,
+                             "success": SuccessRule, "completion": Completion, "calendar": CalendarRef}
 
 
 def parsed_parts(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,7 +258,7 @@ class StartedExecution:
     tenant_id: str
     scheduled_for: datetime
     attempt: int
-    request: dict[str, Any]
+    request: dict[str, Any]  # an AWS target's job: its stand-in (tickwork.store.jobs.TARGET_STAND_IN)
     retry: dict[str, Any]
     overlap: str = defaults.OVERLAP
     # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
@@ -272,6 +274,7 @@ class StartedExecution:
     # Its webhook-id when that is not its job's and its own id (tickwork.http.signing.message_id): a
     # notification's is its event id, whose body Tickwork writes, not the job.
     message_id: str | None = None
+    target: dict[str, Any] | None = None  # its job's AWS target (tickwork.targetspec.aws), as stored; None: HTTP
 
     @property
     def replayed(self) -> bool:

@@ -124,3 +124,14 @@ class AuditAction(StrEnum):
     SIGNING_SECRET_ROTATED = "signing_secret.rotated"
     CALENDAR_PUT = "calendar.put"
     CALENDAR_DELETED = "calendar.deleted"
+
+
+class TargetKind(StrEnum):
+    """What a run calls (tickwork.targets): HTTP, or an AWS service's action, by its target's ARN."""
+
+    HTTP = "http"
+    AWS_LAMBDA = "aws_lambda"  # Invoke
+    AWS_SQS = "aws_sqs"  # SendMessage
+    AWS_SNS = "aws_sns"  # Publish
+    AWS_EVENTBRIDGE = "aws_eventbridge"  # PutEvents
+    AWS_STEP_FUNCTIONS = "aws_step_functions"  # StartExecution

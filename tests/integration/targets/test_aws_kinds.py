@@ -16,16 +16,17 @@ from typing import Any, Iterator
 import pytest
 
 from tests import aws
+from tickwork.dueindex.index import DueIndex
 from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
-from tickwork.dueindex.index import DueIndex
 from tickwork.scope import Scope
-from tickwork.tenant import secrets as tenant_secrets
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.tenants import create_tenant
+from tickwork.store.jobs import TARGET_STAND_IN
 from tickwork.targets.aws.clients import Clients
 from tickwork.targets.aws.target import AwsTarget
 from tickwork.targets.base import kind_of
+from tickwork.tenant import secrets as tenant_secrets
 from tickwork.wiring import Services
 
 AT = datetime(2026, 1, 29, 9, 0, 5, tzinfo=timezone.utc)
@@ -58,8 +59,9 @@ class Runner:
     def run(self, target: dict[str, Any], attempt: int = 1, replay_count: int = 0, run_id: str = ""
             ) -> StartedExecution:
         spec = {"role_arn": aws.ROLE_ARN, **target}
-        return StartedExecution(run_id or str(uuid.uuid4()), "job-7", self.tenant, AT, attempt, spec, {},
-                                attempt_started_at=datetime.now(timezone.utc), replay_count=replay_count)
+        return StartedExecution(run_id or str(uuid.uuid4()), "job-7", self.tenant, AT, attempt,
+                                dict(TARGET_STAND_IN), {}, target=spec, attempt_started_at=datetime.now(timezone.utc),
+                                replay_count=replay_count)
 
     def attempt(self, run: StartedExecution) -> Outcome:
         target = AwsTarget(kind_of(run), self.clients, self.secrets, self.calls, 30.0)

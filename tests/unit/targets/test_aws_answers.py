@@ -13,9 +13,9 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, Pa
 from tickwork.models import StartedExecution
 from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.targets.aws import failures, services
-from tickwork.targets.aws.spec import AwsTargetSpec
 from tickwork.targets.aws.target import AwsTarget
-from tickwork.targets.base import TargetKind
+from tickwork.targetspec.aws import AwsTargetSpec
+from tickwork.vocab import TargetKind
 
 ROLE = "arn:aws:iam::123456789012:role/tickwork-target-x"
 AT = datetime(2026, 1, 29, 9, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ from tickwork.errors import InvalidInputError, UnknownSecretError
 from tickwork.models import StartedExecution
 from tickwork.targets.aws import rendering
 from tickwork.targets.aws.rendering import Context, check_saved_input, render, run_key
-from tickwork.targets.aws.spec import AwsTargetSpec
+from tickwork.targetspec.aws import AwsTargetSpec
 
 AT = datetime(2026, 3, 29, 1, 0, 7, 250_000, tzinfo=timezone.utc)
 CONTEXT = Context(AT, "run-1", 3, "job-9")

@@ -1,4 +1,4 @@
-"""The AWS target spec (tickwork.targets.aws.spec): EventBridge Scheduler's Target, each error naming its field."""
+"""The AWS target spec (tickwork.targetspec.aws): EventBridge Scheduler's Target, each error naming its field."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from tickwork.errors import InvalidInputError
-from tickwork.targets.aws.spec import DEFAULT_INPUT, AwsTargetSpec, InvocationType
-from tickwork.targets.base import TargetKind
+from tickwork.targetspec.aws import DEFAULT_INPUT, AwsTargetSpec, InvocationType
+from tickwork.vocab import TargetKind
 
 ROLE = "arn:aws:iam::123456789012:role/tickwork-target-orders"
 QUEUE = "arn:aws:sqs:us-east-1:123456789012:orders"

@@ -201,6 +201,41 @@ class RequestSpec(_Strict):
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
 
 
+class SqsParametersSpec(_Strict):
+    message_group_id: str | None = Field(None, description="Required for a FIFO queue.")
+
+
+class EventBridgeParametersSpec(_Strict):
+    detail_type: str
+    source: str
+
+
+class LambdaParametersSpec(_Strict):
+    invocation_type: Literal["Event", "RequestResponse"] = Field("Event", description=(
+        "Event: accepted is a successful attempt. RequestResponse: the attempt is the function's run (a function "
+        "error fails it; its payload is the answer kept)."))
+
+
+class TargetSpec(BaseModel):
+    """An AWS target, shaped as EventBridge Scheduler's Target (docs/api.md, "AWS targets"): the kind is the ARN's
+    service (Lambda, SQS, SNS, EventBridge, Step Functions). Scheduler's fields Tickwork does not take are refused
+    by name."""
+
+    model_config = ConfigDict(extra="allow")  # named by tickwork.targetspec.aws, which says why each is refused
+
+    arn: str = Field(description="What to call: a Lambda function, SQS queue, SNS topic, event bus or state machine.")
+    role_arn: str = Field(description=(
+        "The role Tickwork assumes to call it, with ExternalId = your tenant id; it must match the deployment's "
+        "TargetRolePattern."))
+    input: str | None = Field(None, description=(
+        "What is sent, with Scheduler's <aws.scheduler.*> placeholders and ${secrets.NAME}; default: the run's "
+        "execution id, schedule ARN (the job id) and scheduled time, as JSON."))
+    timeout_seconds: float | None = Field(None, gt=0, description="How long an attempt waits for the service.")
+    sqs_parameters: SqsParametersSpec | None = None
+    eventbridge_parameters: EventBridgeParametersSpec | None = Field(None, description="Required for an event bus.")
+    lambda_parameters: LambdaParametersSpec | None = None
+
+
 class RetrySpec(_Strict):
     strategy: Strategy = cast(Strategy, DEFAULT_STRATEGY)
     max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
@@ -253,7 +288,8 @@ class JobCreate(_Strict):
     timezone: TimeZoneName = "UTC"
     start_at: Instant | None = None
     end_at: Instant | None = None
-    request: RequestSpec
+    request: RequestSpec | None = Field(None, description="The HTTP request the job sends; or give `target`.")
+    target: TargetSpec | None = Field(None, description="The AWS target the job calls; or give `request`.")
     retry: RetrySpec = Field(default_factory=RetrySpec)
     overlap: Overlap = Field(DEFAULT_OVERLAP, description=(
         "When a run is due while the previous one is still in progress: run both (allow), record the new one "
@@ -312,6 +348,7 @@ class JobPatch(_Strict):
     start_at: Instant | None = None
     end_at: Instant | None = None
     request: Unchanged[RequestPatch] = None
+    target: Unchanged[TargetSpec] = Field(None, description="Replaces the whole target of a job that has one.")
     retry: Unchanged[RetryPatch] = None
     overlap: Unchanged[Overlap] = None
     catchup: Unchanged[Catchup] = None

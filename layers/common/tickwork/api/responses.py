@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tickwork.api.models import Catchup, JobStatus, Overlap, Timestamp, Trigger
+from tickwork.api.models import Catchup, JobStatus, Overlap, TargetSpec, Timestamp, Trigger
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 from tickwork.rules.retry import (
@@ -65,7 +65,8 @@ class JobOut(BaseModel):
     timezone: str
     start_at: Timestamp | None
     end_at: Timestamp | None
-    request: RequestOut
+    request: RequestOut | None = Field(description="The HTTP request it sends; null for a job with a target.")
+    target: TargetSpec | None = Field(None, description="The AWS target it calls; null for a job with a request.")
     retry: RetryOut
     next_run_at: Timestamp | None
     version: int

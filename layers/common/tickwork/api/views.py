@@ -48,7 +48,7 @@ def job_out(job: Job) -> JobOut:
     stored = {name: _shown(getattr(job, name)) for name in JobOut.model_fields if hasattr(job, name)}
     errored = status == ERRORED
     return JobOut(**{
-        **stored, "status": status, "request": job_edits.redacted_request(job.request),
+        **stored, "status": status, "request": job.request and job_edits.redacted_request(job.request),
         "completion": completion.shown(part_json(job.completion)),
         "error_reason": stored["error_reason"] if errored else None,
         "errored_at": stored["errored_at"] if errored else None,

@@ -32,17 +32,17 @@ from tickwork.notifications.deliver import deliver
 from tickwork.outcome import Failure, FailureKind
 from tickwork.rules import completion, retry
 from tickwork.runs import awaiting, ending, stops
+from tickwork.runs.pool import ElasticPool
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.store import completions as completions_store
 from tickwork.store import executions as store
-from tickwork.runs.pool import ElasticPool
 from tickwork.targets import kinds
 from tickwork.targets.aws.clients import Clients
 from tickwork.targets.aws.credentials import RoleSessions, executor_sts
-from tickwork.targets.base import Callback, Target, TargetKind, kind_of
+from tickwork.targets.base import Callback, Target, kind_of
 from tickwork.timeutil import rfc3339, to_ms
-from tickwork.vocab import DispatchKind, NotEnded, NotStarted
+from tickwork.vocab import DispatchKind, NotEnded, NotStarted, TargetKind
 
 logger = Logger(child=True)
 

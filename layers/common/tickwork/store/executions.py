@@ -243,7 +243,7 @@ _STARTED = {
     "scheduled_for": "e.scheduled_for", "attempt": "e.attempt_count", "request": "j.request", "retry": "j.retry",
     "overlap": "j.overlap", "attempt_started_at": "e.attempt_started_at", "success": "j.success",
     "notify": "j.notify", "pause_after_failures": "j.pause_after_failures", "replay_base": "e.replay_base",
-    "replay_count": "e.replay_count", "completion": "j.completion",
+    "replay_count": "e.replay_count", "completion": "j.completion", "target": "j.target",
 }
 STARTED_COLUMNS = ", ".join(f"{sql} AS {name}" for name, sql in _STARTED.items())
 

@@ -1,12 +1,14 @@
 """SQL over the jobs table."""
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Mapping
 
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from tickwork import defaults
 from tickwork.models import JOB_FIELDS, JOB_PARTS, Job, parsed_parts, part_json
 from tickwork.store.executions import stopped_note
 from tickwork.store.filters import JobFilter, like_prefix
@@ -18,11 +20,14 @@ _INSERT = (f"INSERT INTO jobs ({', '.join(JOB_FIELDS)})"
            f" VALUES ({', '.join(f'%({name})s' for name in JOB_FIELDS)})")
 # What an update writes: all but the job's identity and creation.
 _UPDATED = tuple(name for name in JOB_FIELDS if name not in (*_UUIDS, "created_at"))
+# What an AWS target's job holds in `request` (NOT NULL, and read by the release before `target`: migration 0025): an
+# HTTP request to a reserved name that resolves nowhere, with the target's timeout (the sweeper waits as long).
+TARGET_STAND_IN: dict[str, Any] = {"method": "POST", "url": "https://aws-target.invalid/", "headers": {}, "body": None}
 
 
 def job_from_row(row: Mapping[str, Any]) -> Job:
-    """A job read as JOB_COLUMNS: its JSON columns parsed into their parts, once."""
-    return Job(**parsed_parts(row))
+    """A job read as JOB_COLUMNS: its JSON columns parsed into their parts, once (a target's job has no request)."""
+    return Job(**parsed_parts({**row, "request": None} if row.get("target") is not None else row))
 
 
 def read_jobs(conn: Any, sql: str, params: Any) -> list[Job]:
@@ -128,8 +133,12 @@ def _filtered(filters: JobFilter) -> tuple[str, dict[str, Any]]:
 
 
 def _params(job: Job) -> dict[str, Any]:
-    return {name: _column(part_json(getattr(job, name))) if name in JOB_PARTS else part_json(getattr(job, name))
-            for name in JOB_FIELDS}
+    params = {name: _column(part_json(getattr(job, name))) if name in JOB_PARTS else part_json(getattr(job, name))
+              for name in JOB_FIELDS}
+    if job.target is not None:
+        timeout = math.ceil(job.target.timeout_seconds or defaults.REQUEST_TIMEOUT_SECONDS)
+        params["request"] = Jsonb({**TARGET_STAND_IN, "timeout_seconds": timeout})
+    return params
 
 
 def _column(value: Any) -> Any:

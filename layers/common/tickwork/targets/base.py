@@ -16,39 +16,25 @@ credential, and for HTTP never the URL (its query may carry a token). Every kind
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
 
 from tickwork.interfaces import Attempt
 from tickwork.models import StartedExecution
 from tickwork.outcome import Outcome
-from tickwork.targets.aws.arns import service_of
+from tickwork.targetspec.arns import service_of
+from tickwork.targetspec.aws import AWS_KINDS
+from tickwork.vocab import TargetKind
 
-
-class TargetKind(StrEnum):
-    HTTP = "http"
-    AWS_LAMBDA = "aws_lambda"  # Invoke
-    AWS_SQS = "aws_sqs"  # SendMessage
-    AWS_SNS = "aws_sns"  # Publish
-    AWS_EVENTBRIDGE = "aws_eventbridge"  # PutEvents
-    AWS_STEP_FUNCTIONS = "aws_step_functions"  # StartExecution
-
-
-# The kind of an AWS target, by the service its ARN names.
-AWS_KINDS = {"lambda": TargetKind.AWS_LAMBDA, "sqs": TargetKind.AWS_SQS, "sns": TargetKind.AWS_SNS,
-             "events": TargetKind.AWS_EVENTBRIDGE, "states": TargetKind.AWS_STEP_FUNCTIONS}
 # What an ARN of no service Tickwork calls is given to: a kind whose preparation refuses it (the API never saves one).
 _UNKNOWN_ARN = TargetKind.AWS_LAMBDA
 
 
 def kind_of(run: StartedExecution) -> TargetKind:
-    """The kind of target the run's job calls: HTTP for a `request` (every job the API saves today); an AWS kind,
-    by its ARN's service, for a target spec (tickwork.targets.aws.spec), which a run carries in `request` until the
-    typed job has a `target` of its own."""
-    arn = run.request.get("arn")
-    if arn is None:
+    """The kind of target the run's job calls: HTTP for a job with a `request`; an AWS kind, by its ARN's service,
+    for one with a `target` (tickwork.targetspec.aws)."""
+    if run.target is None:
         return TargetKind.HTTP
-    return AWS_KINDS.get(service_of(str(arn)) or "", _UNKNOWN_ARN)
+    return AWS_KINDS.get(service_of(str(run.target.get("arn", ""))) or "", _UNKNOWN_ARN)
 
 
 @dataclass(frozen=True)

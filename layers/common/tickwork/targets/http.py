@@ -20,8 +20,9 @@ from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules import success
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
-from tickwork.targets.base import Callback, TargetKind
+from tickwork.targets.base import Callback
 from tickwork.timeutil import rfc3339
+from tickwork.vocab import TargetKind
 
 CALLBACK_HEADER = "Tickwork-Callback-Url"  # a run in callback mode (tickwork.rules.completion)
 

@@ -13,8 +13,10 @@ from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
 from tickwork.targets.aws.clients import Clients
 from tickwork.targets.aws.target import AwsTarget
-from tickwork.targets.base import AWS_KINDS, Callback, Target, TargetKind
+from tickwork.targets.base import Callback, Target
 from tickwork.targets.http import HttpTarget
+from tickwork.targetspec.aws import AWS_KINDS
+from tickwork.vocab import TargetKind
 
 
 @dataclass(frozen=True)

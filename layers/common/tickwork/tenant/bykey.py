@@ -90,7 +90,7 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
         edited = (jobs.Edited(new_job(scope, draft)) if current is None
                   else jobs.replaced(scope, conn, current, draft, compare_sealed=compare))
         planned = edited.job
-        if current is None or planned.request != current.request:
+        if planned.request is not None and (current is None or planned.request != current.request):
             vault.check_request(scope.keyring, conn, scope.tenant_id, planned.id, planned.request.to_dict(),
                                 edited.opened)
         if current is None or planned.calendar != current.calendar:
@@ -110,6 +110,8 @@ def plan_job_by_key(scope: Scope, key: str, draft: JobDraft) -> JobPlan:
 
 def _given_for_sealed(current: Job, draft: JobDraft) -> frozenset[str]:
     """The header fields whose stored value is sealed and which the draft gives a value for (not REDACTED)."""
+    if current.request is None or draft.request is None:
+        return frozenset()
     stored, given = current.request.headers, draft.request.headers
     return frozenset(f"request.headers.{name}" for name, value in given.items()
                      if value != REDACTED and vault.is_sealed(stored.get(name, "")))

@@ -27,7 +27,11 @@ from tickwork.rules import completion as completion_rules
 from tickwork.schedule import specs as scheduling
 from tickwork.schedule.engine import Schedule, min_gap_seconds, parse_schedule
 from tickwork.scope import Scope
+from tickwork.secrets import vault
 from tickwork.settings import Settings
+from tickwork.targets.aws.credentials import role_refusal
+from tickwork.targets.aws.rendering import check_saved_input
+from tickwork.targetspec.aws import AwsTargetSpec
 from tickwork.vocab import JobStatus
 
 # Owned by the HTTP client (framing) or by the executor (run identity); a job may not set them.
@@ -38,7 +42,7 @@ _RESERVED_HEADERS = frozenset(
 _RESERVED_PREFIX = "tickwork-"
 # Fields of the definition with a rule of their own; every other one a PATCH and a PUT set as given
 # (pydantic has already checked them).
-_RULED = ("key", "request", "retry", "notify", "completion", *TIMING_FIELDS)
+_RULED = ("key", "request", "target", "retry", "notify", "completion", *TIMING_FIELDS)
 _AS_GIVEN = tuple(name for name in DEFINITION_FIELDS if name not in _RULED)
 
 
@@ -62,14 +66,20 @@ def patched(scope: Scope, job: Job, changes: Mapping[str, Any]) -> Job:
     at its first slot after now, its max_runs counted afresh. A paused job stays paused; a completed job becomes
     active again. A key is set once."""
     given = parsed_parts({name: value for name, value in changes.items() if name not in ("request", "retry")})
+    for name, other in (("request", job.target), ("target", job.request)):
+        if changes.get(name) is not None and other is not None:
+            raise InvalidInputError(name, f"this job has a {'target' if name == 'request' else 'request'}: "
+                                          "a PATCH cannot change what kind of call a job makes (PUT it by key)")
     updated = replace(job, **{name: given[name] for name in _AS_GIVEN if name in given})
     if given.get("key") is not None and given["key"] != job.key:
         if job.key is not None:
             raise InvalidInputError("key", f"cannot change once set (it is {job.key!r}): create a job with the new key")
         updated = replace(updated, key=given["key"])
-    if "request" in changes:
+    if changes.get("request") is not None and job.request is not None:
         updated = replace(updated, request=checked_request(scope.settings, _merged_request(job.request,
                                                                                             changes["request"])))
+    if given.get("target") is not None:
+        updated = replace(updated, target=checked_target(scope.settings, given["target"]))
     if "retry" in changes:
         updated = replace(updated, retry=RetryPolicy.from_dict({**job.retry.to_dict(), **changes["retry"]}))
     if "notify" in given:
@@ -94,7 +104,11 @@ def redefined(scope: Scope, job: Job, draft: JobDraft) -> Job:
 
 
 def _checked(settings: Settings, draft: JobDraft) -> dict[str, Any]:
-    return {"request": checked_request(settings, draft.request), "retry": draft.retry,
+    if (draft.request is None) == (draft.target is None):
+        raise InvalidInputError("request" if draft.target is None else "target",
+                                "a job has either a request (an HTTP call) or a target (an AWS one): give exactly one")
+    return {"request": None if draft.request is None else checked_request(settings, draft.request),
+            "target": None if draft.target is None else checked_target(settings, draft.target), "retry": draft.retry,
             "notify": checked_notify(settings, draft.notify), "completion": checked_completion(draft.completion)}
 
 
@@ -182,6 +196,19 @@ def checked_request(settings: Settings, request: HttpRequest) -> HttpRequest:
             raise InvalidInputError(f"request.headers.{name}", f"the {name} header cannot be set on a job")
     method = request.method or ("POST" if request.body is not None else "GET")
     return replace(request, url=url, method=method, headers=dict(request.headers))
+
+
+def checked_target(settings: Settings, target: AwsTargetSpec) -> AwsTargetSpec:
+    """An AWS target as stored (the spec checked its own fields): a role the deployment may assume, a timeout within
+    its cap, an input that fits its service's limit once rendered, whatever the secrets it names hold."""
+    refused = role_refusal(settings.target_role_pattern, target.role_arn)
+    if refused is not None:
+        raise InvalidInputError("target.role_arn", refused)
+    if (target.timeout_seconds or 0) > settings.max_request_timeout_seconds:
+        raise InvalidInputError("target.timeout_seconds",
+                                f"must be at most {settings.max_request_timeout_seconds} seconds")
+    check_saved_input(target, vault.MAX_VALUE_BYTES)
+    return target
 
 
 def checked_completion(given: Completion | None) -> Completion | None:

@@ -207,6 +207,8 @@ def replaced(scope: Scope, conn: Any, job: Job, draft: JobDraft, compare_sealed:
     """PUT rules (tickwork.tenant.job_edits.redefined), where a sensitive header whose value is unchanged keeps its
     sealed value, so the same draft twice changes nothing; without `compare_sealed` no sealed value is opened, and
     one given other than as *** differs."""
+    if draft.request is None:
+        return Edited(edits.redefined(scope, job, draft))
     headers, opened = _kept_sealed(scope, conn, job, draft.request.headers, compare_sealed)
     return Edited(edits.redefined(scope, job, replace(draft, request=replace(draft.request, headers=headers))), opened)
 
@@ -217,7 +219,7 @@ def _kept_sealed(
     """`given` headers where a sensitive one sent back as REDACTED, or (`compare`) with the value its sealed one
     opens to, keeps the stored (sealed) value; and what the stored sealed values opened to, by sealed value (none
     when nothing needed opening)."""
-    stored = job.request.headers
+    stored = {} if job.request is None else job.request.headers
     headers = edits.keep_redacted(stored, given)
     sealed = {name: value for name, value in stored.items() if vault.is_sealed(value)}
     if not compare or not sealed or not any(name in sealed and headers[name] != sealed[name] for name in headers):
@@ -229,7 +231,10 @@ def _kept_sealed(
 
 def _with_secrets_checked(scope: Scope, conn: Any, job: Job, opened: Mapping[str, str] | None = None) -> Job:
     """The job as stored: the secrets it references exist and allow its host, it fits the bounds of what it
-    may expand to, its sensitive header values are sealed. `opened`: as `Edited.opened`."""
+    may expand to, its sensitive header values are sealed. `opened`: as `Edited.opened`. A target's job has no request
+    (its input names secrets the executor looks up, and refuses, as it renders each attempt)."""
+    if job.request is None:
+        return job
     request = job.request.to_dict()
     vault.check_request(scope.keyring, conn, scope.tenant_id, job.id, request, opened)
     sealed = vault.seal_request(scope.keyring, conn, scope.tenant_id, job.id, request)["headers"]

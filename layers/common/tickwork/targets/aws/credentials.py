@@ -19,7 +19,8 @@ import boto3
 from botocore.config import Config
 
 from tickwork.outcome import Failure, FailureKind
-from tickwork.targets.aws import arns, failures
+from tickwork.targets.aws import failures
+from tickwork.targetspec import arns
 
 SESSION_SECONDS = 3600  # every role may be assumed for an hour (IAM's default maximum session)
 # A session is replaced this long before it expires: no call is made with credentials about to expire.

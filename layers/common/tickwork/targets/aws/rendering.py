@@ -15,7 +15,7 @@ from typing import Mapping
 from tickwork.errors import InvalidInputError
 from tickwork.models import StartedExecution
 from tickwork.secrets import interpolation
-from tickwork.targets.aws.spec import AwsTargetSpec
+from tickwork.targetspec.aws import AwsTargetSpec
 from tickwork.timeutil import rfc3339
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  # the run's scheduled second, RFC 3339 (2026-01-29T09:00:00.000Z)

@@ -25,9 +25,9 @@ from tickwork.models import StartedExecution
 from tickwork.outcome import Failure, FailureKind
 from tickwork.targets.aws import failures
 from tickwork.targets.aws.rendering import run_key
-from tickwork.targets.aws.spec import AwsTargetSpec, InvocationType
-from tickwork.targets.base import TargetKind
+from tickwork.targetspec.aws import AwsTargetSpec, InvocationType
 from tickwork.timeutil import rfc3339
+from tickwork.vocab import TargetKind
 
 _DOMAINS = {"aws-cn": "amazonaws.com.cn"}  # an SQS queue's URL, by partition; amazonaws.com otherwise
 _EVENT_TIME_BYTES = 14  # how EventBridge counts an entry's Time

@@ -25,8 +25,8 @@ from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.targets.aws import failures, rendering, services
 from tickwork.targets.aws.calls import CallAttempt
 from tickwork.targets.aws.clients import Clients
-from tickwork.targets.aws.spec import AwsTargetSpec
-from tickwork.targets.base import TargetKind
+from tickwork.targetspec.aws import AwsTargetSpec
+from tickwork.vocab import TargetKind
 
 
 @dataclass
@@ -43,7 +43,7 @@ class AwsTarget:
 
     def prepare(self, run: StartedExecution) -> Attempt:
         try:
-            spec = AwsTargetSpec.from_dict(run.request)
+            spec = AwsTargetSpec.from_dict(run.target)
         except InvalidInputError as exc:
             return _refused(f"{exc.field}: {exc.message}")
         if spec.kind is not self.kind:

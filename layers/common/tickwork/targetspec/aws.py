@@ -20,9 +20,12 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from tickwork.errors import InvalidInputError
-from tickwork.targets.aws import arns
-from tickwork.targets.base import AWS_KINDS, TargetKind
+from tickwork.targetspec import arns
+from tickwork.vocab import TargetKind
 
+# The kind of an AWS target, by the service its ARN names.
+AWS_KINDS = {"lambda": TargetKind.AWS_LAMBDA, "sqs": TargetKind.AWS_SQS, "sns": TargetKind.AWS_SNS,
+             "events": TargetKind.AWS_EVENTBRIDGE, "states": TargetKind.AWS_STEP_FUNCTIONS}
 # What a target without `input` sends: the run's identity, the same on every attempt (a Step Functions execution
 # started again with another input would not be recognised as the same one).
 DEFAULT_INPUT = ('{"execution_id": "<aws.scheduler.execution-id>", "schedule_arn": "<aws.scheduler.schedule-arn>", '

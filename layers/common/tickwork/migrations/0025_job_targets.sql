@@ -1,0 +1,11 @@
+-- Tickwork schema, version 25: a job's AWS target (tickwork.targetspec.aws), the other kind of what a job calls.
+--
+-- A job has either a request (HTTP) or a target: `target` holds the spec as the API shows it, NULL for an HTTP job.
+-- `request` stays NOT NULL, for the release before this one reads it on every job: a target's job holds a stand-in
+-- there (tickwork.store.jobs.TARGET_STAND_IN), an HTTP request to a reserved name that resolves nowhere
+-- (https://aws-target.invalid/), with the target's timeout. That release ignores `target`: while it runs beside
+-- this one, or after a rollback, it shows a target's job as that request and its executor fails the attempts it
+-- makes of one (a connection error, retried per the job's policy and kept in history) instead of calling anything.
+--
+-- Cheap on a populated table: a nullable column without a default rewrites nothing.
+ALTER TABLE jobs ADD COLUMN target jsonb;
