@@ -39,7 +39,7 @@ def definition(job: JobDraft) -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for name in DEFINITION_FIELDS:
         value = part_json(getattr(job, name))
-        if name in _FLATTENED:
+        if name in _FLATTENED and value is not None:
             flat.update({f"{name}.{inner}": part for inner, part in value.items() if inner != "headers"})
             flat.update({f"{name}.headers.{header}": part for header, part in (value.get("headers") or {}).items()})
         elif name != "key":
