@@ -145,3 +145,9 @@ def test_an_existing_network_gets_no_endpoints_its_owner_did_not_make() -> None:
     stack = Stack(AwsApiEndpoints="Interface", SubnetIds="subnet-1,subnet-2", SecurityGroupIds="sg-1")
     assert not stack.condition("CreateAwsApiEndpoints")
     assert not interface_endpoints(stack)
+
+
+def test_the_principal_target_roles_trust_is_an_output() -> None:
+    stack = Stack()
+    output = stack.template["Outputs"]["ExecutorRoleArn"]["Value"]
+    assert output == {"Fn::GetAtt": [role_of(stack, "ExecutorFunction"), "Arn"]}
