@@ -7,6 +7,7 @@ from executor_sts), and botocore resolves the endpoint from the environment when
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -36,9 +37,14 @@ def _executors_clients() -> Clients:
     return Clients(RoleSessions(executor_sts, aws.ROLE_PATTERN), read_timeout=10.0)
 
 
+def _executors_client(service: str) -> Any:
+    """A client of the role, as the executor makes it for a run of the tenant's job."""
+    return _executors_clients().client(aws.ROLE_ARN, "tenant-1", service, aws.REGION, time.time() + DEADLINE_SECONDS)
+
+
 def _send_and_read_back(moto: str) -> list[str]:
     queue = aws.admin(moto, "sqs").create_queue(QueueName=aws.unique("endpoint-env"))["QueueUrl"]
-    sqs = _executors_clients().client(aws.ROLE_ARN, "tenant-1", "sqs", aws.REGION, deadline=time.time() + DEADLINE_SECONDS)
+    sqs = _executors_client("sqs")
     sqs.send_message(QueueUrl=queue, MessageBody="tick")
     got = aws.admin(moto, "sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
     return [m["Body"] for m in got.get("Messages", [])]
@@ -65,5 +71,4 @@ def test_each_kinds_client_reads_its_services_variable(aws_env: pytest.MonkeyPat
     if service == "sts":
         assert executor_sts().meta.endpoint_url == f"http://{service}.example:4566"
         return
-    client = _executors_clients().client(aws.ROLE_ARN, "tenant-1", service, aws.REGION, deadline=time.time() + DEADLINE_SECONDS)
-    assert client.meta.endpoint_url == f"http://{service}.example:4566"
+    assert _executors_client(service).meta.endpoint_url == f"http://{service}.example:4566"
