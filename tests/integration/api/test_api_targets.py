@@ -2,11 +2,13 @@
 field (the spec's own, the deployment's role pattern, the input's worst case once rendered). Nothing is called."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tests import aws
+from tests.conftest import load_event
 from tests.integration.api_client import Api, job_body
 
 QUEUE = f"arn:aws:sqs:{aws.REGION}:{aws.ACCOUNT}:orders"
@@ -41,3 +43,11 @@ def test_a_target_is_replaced_by_patch_and_a_request_is_refused_on_its_job(api: 
         200, {"message_group_id": "g1"}, None), patched.body
     refused = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"url": "https://example.com/"}})
     assert (refused.status, refused.body["error"]["field"]) == (400, "request"), refused.body
+
+
+def test_the_aws_target_event_as_shipped_creates_its_job(api: Api, handler: Any) -> None:
+    event = load_event("api_create_job_aws_target.json")
+    reply = Api._reply(handler("api")(event, None))
+    assert reply.status == 201, reply.body
+    shown = {name: value for name, value in reply.body["target"].items() if value is not None}  # other kinds': null
+    assert (shown, reply.body["request"]) == (json.loads(event["body"])["target"], None)

@@ -1,5 +1,5 @@
 """events/api_create_job_aws_target.json: the API Gateway event of `POST /jobs` with an AWS target, the sample
-docs and handler tests start from. Its target is one the executor takes (tickwork.targets.aws.spec) and its role
+docs and handler tests start from. Its target is one the executor takes (tickwork.targetspec.aws) and its role
 one the deployment's default pattern admits; the rest of the event is the HTTP job's (events/api_create_job.json).
 
 The executor's own event is the same for every kind (events/executor_dispatch.json: the run's id, attempt and
@@ -12,8 +12,8 @@ import json
 from tests.conftest import load_event
 from tickwork.settings import DEFAULT_TARGET_ROLE_PATTERN
 from tickwork.targets.aws.credentials import role_refusal
-from tickwork.targets.aws.spec import AwsTargetSpec
-from tickwork.targets.base import TargetKind
+from tickwork.targetspec.aws import AwsTargetSpec
+from tickwork.vocab import TargetKind
 
 SAMPLE = "api_create_job_aws_target.json"
 
