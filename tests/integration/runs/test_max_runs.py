@@ -9,10 +9,12 @@ import pytest
 
 from tests.conftest import Target
 from tests.integration.api_client import Api, job_body, use_clock, use_settings
-from tests.integration.helpers import executor_at
-from tests.support import FakeClock
+from tests.integration.helpers import executor_at, insert_job
+from tests.support import FakeClock, score_of
 from tickwork.dispatch.poller import Poller
 from tickwork.models import Dispatch
+from tickwork.ops.maintenance import run_maintenance
+from tickwork.store import executions as executions_store
 from tickwork.timeutil import to_ms
 from tickwork.wiring import Services
 
@@ -135,3 +137,57 @@ def test_a_new_schedule_counts_max_runs_afresh(api: Api, services: Services, tar
     assert api.call("PATCH", f"/jobs/{job_id}", {"schedule": "*/2 * * * * *"}).status == 200
     assert _job_row(db, job_id)[:2] == ("active", 0)
     assert len(_send_scheduled(services, range(6, 12))) == 1
+
+
+def test_a_late_claim_revived_after_a_later_one_counts_and_never_sends_past_max_runs(services: Services) -> None:
+    """Break: two ticks overlap on a job with max_runs=1: tick B records T0+1s first (T0 accounted lost, the
+    one run counted, no next slot), then tick A's late record of T0 revives that lost row without counting it.
+    Must hold: the job sends one scheduled run, runs_sent stays 1; with max_runs=2 the revival is counted in
+    the statement that revives it and leaves the job without a next slot."""
+    second = timedelta(seconds=1)
+    one = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    two = insert_job(services, schedule="* * * * * *", next_run_at=T0)
+    with services.db.connection() as conn:
+        conn.execute("UPDATE jobs SET max_runs = (CASE WHEN id = %s THEN 1 ELSE 2 END) WHERE id IN (%s, %s)",
+                     (one, one, two))
+        for job_id in (one, two):
+            executions_store.record_claims(conn, [executions_store.Slot(job_id, T0 + second, T0 + 2 * second, 1,
+                                                                        T0 + second)])
+        late = executions_store.record_claims(conn, [executions_store.Slot(job_id, T0, T0 + second, 1, T0)
+                                                     for job_id in (one, two)])
+        assert [r.job_id for r in late.runs] == [two]
+        assert _job_row(conn, one) == ("active", 1, None)
+        assert _job_row(conn, two) == ("active", 2, None)
+        assert _runs(conn, one) == [("schedule", "missed"), ("schedule", "queued")]
+        assert _runs(conn, two) == [("schedule", "queued"), ("schedule", "queued")]
+
+
+def test_a_job_whose_last_slot_was_missed_is_deleted_by_maintenance(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    """Break: the poller comes back after end_at, so every slot left is recorded missed and the job completed
+    with no run to end: no run's end ever deletes it. Must hold: the next maintenance pass deletes it (its
+    missed row kept), takes it out of the due index, and a second pass changes nothing."""
+    job_id = _job(api, services, target, end_at="2026-11-30T12:00:02Z", end_action="delete", retry=NO_RETRY)
+    assert _send_scheduled(services, range(600, 601)) == []
+    assert _job_row(db, job_id)[0] == "completed" and _runs(db, job_id) == [("schedule", "missed")]
+    report = run_maintenance(services, T0 + timedelta(seconds=601))
+    assert _job_row(db, job_id)[0] == "deleted" and _runs(db, job_id) == [("schedule", "missed")]
+    assert report.jobs_finished == 1
+    assert score_of(services.index, f"j:{job_id}") is None
+    assert run_maintenance(services, T0 + timedelta(seconds=661)).jobs_finished == 0
+
+
+def test_a_job_whose_last_counted_run_was_skipped_is_completed_by_maintenance(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    """Break: the max_runs-th run is skipped before it is sent (here as the overlap policy's start writes it),
+    so no attempt ends and the job stays active with no next slot. Must hold: maintenance completes it; a job
+    whose last run is still queued is left alone until it ends."""
+    skipped = _job(api, services, target, max_runs=1, retry=NO_RETRY)
+    waiting = _job(api, services, target, max_runs=1, retry=NO_RETRY)
+    assert len(_send_scheduled(services, range(0, 1))) == 2
+    db.execute("UPDATE executions SET status = 'skipped', last_error = 'skipped: overlap', finished_at = %s"
+               " WHERE job_id = %s", (T0, skipped))
+    report = run_maintenance(services, T0 + timedelta(seconds=60))
+    assert _job_row(db, skipped) == ("completed", 1, None)
+    assert _job_row(db, waiting) == ("active", 1, None)
+    assert report.jobs_finished == 1

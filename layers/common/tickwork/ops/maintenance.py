@@ -7,7 +7,8 @@
    index), and end attempts whose executor died: `retrying` with the next attempt queued under the same
    run id, or `lost` when the retry policy has no attempt left. Notifications likewise (tickwork.notifications.sweep).
    Runs awaiting their completion callback past their deadline whose check the index lost are settled
-   (tickwork.runs.awaiting).
+   (tickwork.runs.awaiting). Jobs whose schedule or max_runs is over and whose last slot no run's end will
+   close (skipped or missed) are completed or deleted (tickwork.runs.ending.finish).
 3. Prune each tenant's oldest finished runs past its history quota (max_history_rows), then finished runs
    older than the retention, oldest first, a batch at a time until done or the pass's
    time for it is spent, and likewise Idempotency-Keys older than 24 hours, finished notifications and
@@ -82,6 +83,7 @@ class MaintenanceReport:
     retried: int = 0
     lost: int = 0
     completions_settled: int = 0  # runs awaiting their completion whose deadline check the index lost
+    jobs_finished: int = 0  # jobs completed or deleted with no run left to end them (last slot skipped or missed)
     pruned: int = 0
     history_pruned: int = 0  # past tenants' max_history_rows
     idempotency_keys_pruned: int = 0
@@ -120,6 +122,7 @@ def run_maintenance(svc: Services, now: datetime, clock: Callable[[], float] = t
             step("expire_running", lambda: expire_running(conn, index, now, settings, report=report))
             step("completions", lambda: setattr(report, "completions_settled", awaiting.sweep(
                 conn, index, now, settings.sweep_after_seconds, bool(settings.operator_topic_arn), random.random)))
+            step("finish_jobs", lambda: setattr(report, "jobs_finished", finish_jobs(conn, index, now)))
             step("notifications", lambda: _sweep_notifications(conn, index, now, settings, report))
             step("history", lambda: setattr(report, "history_pruned", prune_history(conn, settings, budget)))
             step("retention", lambda: _retention(conn, now, settings, budget, report))
@@ -204,6 +207,12 @@ def redispatch_awaiting(conn: Any, index: DueIndex, now: datetime, settings: Set
     if restored:
         logger.warning("re-dispatched runs whose dispatch was lost", extra={"runs": restored})
     return restored
+
+
+def finish_jobs(conn: Any, index: DueIndex, now: datetime) -> int:
+    """Complete or delete the jobs whose schedule or max_runs is over and that no run's end will finish (their
+    last slot skipped or missed); returns how many."""
+    return sum(len(ending.finish(conn, index, page, now)) for page in store.unfinished_jobs(conn, BATCH, MAX_BATCHES))
 
 
 def redispatch(run: store.AwaitingDispatch, now: datetime) -> Dispatch:

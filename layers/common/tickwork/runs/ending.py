@@ -238,8 +238,25 @@ def queue(index: DueIndex, written: Written, now: datetime) -> None:
     ends.queue(index, written.noted, to_ms(now), pipe)
     for check in written.checks:
         index.schedule_completion_check(check.execution_id, check.attempt, check.due_ms, pipeline=pipe)
-    for job_id, status in written.finished.items():  # lost with Redis: maintenance takes them out
+    _unindex(index, written.finished, pipe)
+    pipe.execute()
+
+
+def finish(conn: Any, index: DueIndex, job_ids: Sequence[str], now: datetime) -> dict[str, str]:
+    """The jobs of these that no run's end will finish (their last slot skipped or missed, say), finished as a
+    final end finishes them, and taken out of the due index; returns each one's new status."""
+    finished = executions_store.finish_jobs(conn, job_ids, now)
+    for job_id, status in finished.items():
+        logger.info("job finished: its last slot ended", extra={"job_id": job_id, "job_status": status})
+    if finished:
+        pipe = index.pipeline()
+        _unindex(index, finished, pipe)
+        pipe.execute()
+    return finished
+
+
+def _unindex(index: DueIndex, finished: dict[str, str], pipe: Any) -> None:
+    for job_id, status in finished.items():  # lost with Redis: maintenance takes them out
         index.remove_job(job_id, pipe)
         if status == JobStatus.DELETED:
             index.mark_stopped(job_id, JobStatus.DELETED, pipe)
-    pipe.execute()

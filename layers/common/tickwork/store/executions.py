@@ -140,16 +140,36 @@ class Recorded:
 # all: the lost row becomes the queued run it is, at most once (the row's status is the guard), and only
 # for a claim that fires its own slot, of the job's current version. A slot skipped by the catch-up
 # policy, or run already, is never a LOST_CLAIM_NOTE row, so a stale claim cannot revive it.
+# A revived run is sent, so it counts in runs_sent as a recorded claim does, in this statement: the job's row is
+# locked first (its latest runs_sent read), a revival past max_runs stays missed, and the last one leaves no
+# next slot.
 _RECORD_LATE_CLAIMS = """
-UPDATE executions x
-   SET status = 'queued', last_error = NULL, finished_at = NULL, missed_count = NULL
-  FROM unnest(%(job_ids)s::uuid[], %(slots)s::timestamptz[], %(versions)s::int[]) AS c(job_id, slot, version),
-       jobs j, tenants t
- WHERE x.job_id = c.job_id AND x.scheduled_for = c.slot AND x.trigger = 'schedule'
-   AND x.status = 'missed' AND x.last_error = %(lost_note)s
-   AND j.id = c.job_id AND j.status = 'active' AND j.version = c.version
-   AND t.id = x.tenant_id
-RETURNING x.id::text, x.job_id::text, x.scheduled_for, 'queued', 1, x.tenant_id::text, t.max_runs_in_flight
+WITH claimed AS (
+    SELECT * FROM unnest(%(job_ids)s::uuid[], %(slots)s::timestamptz[], %(versions)s::int[]) AS c(job_id, slot, version)
+), locked AS (
+    SELECT j.id, j.runs_sent, j.max_runs FROM jobs j JOIN claimed c ON c.job_id = j.id
+     WHERE j.status = 'active' AND j.version = c.version AND (j.max_runs IS NULL OR j.runs_sent < j.max_runs)
+       FOR UPDATE OF j
+), lost AS (
+    SELECT x.id, row_number() OVER (PARTITION BY x.job_id ORDER BY x.scheduled_for) AS n
+      FROM executions x JOIN claimed c ON x.job_id = c.job_id AND x.scheduled_for = c.slot
+     WHERE x.trigger = 'schedule' AND x.status = 'missed' AND x.last_error = %(lost_note)s
+), revived AS (
+    UPDATE executions x
+       SET status = 'queued', last_error = NULL, finished_at = NULL, missed_count = NULL
+      FROM lost l, locked k
+     WHERE x.id = l.id AND k.id = x.job_id AND x.status = 'missed'
+       AND (k.max_runs IS NULL OR k.runs_sent + l.n <= k.max_runs)
+    RETURNING x.id, x.job_id, x.scheduled_for, x.tenant_id
+), counted AS (
+    UPDATE jobs j
+       SET runs_sent = j.runs_sent + r.sends,
+           next_run_at = CASE WHEN j.runs_sent + r.sends >= j.max_runs THEN NULL ELSE j.next_run_at END
+      FROM (SELECT job_id, count(*)::int AS sends FROM revived GROUP BY job_id) r
+     WHERE j.id = r.job_id
+)
+SELECT r.id::text, r.job_id::text, r.scheduled_for, 'queued', 1, r.tenant_id::text, t.max_runs_in_flight
+  FROM revived r JOIN tenants t ON t.id = r.tenant_id
 """
 
 

@@ -55,6 +55,16 @@ SELECT id::text, next_run_at FROM jobs
  ORDER BY jobs.id LIMIT %(limit)s
 """
 
+# Jobs that may have ended with no run left to end them: no next slot, and max_runs reached (active) or
+# end_action delete (completed). Their last slot skipped or missed, or their last run skipped or missed before
+# it was sent, no run's end finishes them; the ending module decides (tickwork.runs.ending.finish).
+_UNFINISHED_JOBS = """
+SELECT id::text FROM jobs
+ WHERE next_run_at IS NULL AND id > %(after)s::uuid
+   AND ((status = 'active' AND runs_sent >= max_runs) OR (status = 'completed' AND end_action = 'delete'))
+ ORDER BY jobs.id LIMIT %(limit)s
+"""
+
 # Runs waiting for a dispatch that may have been lost: queued for a while, or a retry that is overdue
 # (or still ahead, in case the index lost it). Retries due right now are being dispatched: left alone. A
 # replayed run that was never attempted is `queued` with its due time (the tenant's replay pace): timed
@@ -189,6 +199,12 @@ def overdue_jobs(conn: Any, before: datetime, batch: int, max_pages: int) -> Ite
     """Pages of {job id: next_run_at} for active jobs whose next_run_at is before `before`."""
     for rows in _pages(conn, _OVERDUE_JOBS, {"before": before}, batch, max_pages):
         yield {job_id: next_run_at for job_id, next_run_at in rows}
+
+
+def unfinished_jobs(conn: Any, batch: int, max_pages: int) -> Iterator[list[str]]:
+    """Pages of the ids of jobs whose schedule is over (or max_runs reached) and that are not finished yet."""
+    for rows in _pages(conn, _UNFINISHED_JOBS, {}, batch, max_pages):
+        yield [row[0] for row in rows]
 
 
 def awaiting_dispatch(
