@@ -171,3 +171,23 @@ def test_a_missing_file_is_an_error_not_a_change(tickwork: Tickwork, tmp_path: P
 
     assert result.exit_code == 1
     assert "cannot read" in result.stderr
+
+
+def test_a_files_max_runs_and_end_action_are_applied_planned_when_edited_and_reset_when_removed(
+        tickwork: Tickwork, tmp_path: Path) -> None:
+    job = {"key": "three-reports", "name": "three", "schedule": "0 0 0 1 1 *",
+           "request": {"url": "https://example.com/r"}, "max_runs": 3, "end_action": "delete"}
+    assert tickwork.json("apply", "-f", file_with(tmp_path, job), "--yes")["summary"]["create"] == 1
+    stored = tickwork.jobs()["three-reports"]
+    assert (stored["max_runs"], stored["end_action"], stored["runs_sent"]) == (3, "delete", 0)
+    assert tickwork("plan", "-f", file_with(tmp_path, job), "--detailed-exitcode").exit_code == 0
+
+    edited_job = {k: v for k, v in job.items() if k != "end_action"} | {"max_runs": 5}
+    planned = tickwork.json("plan", "-f", file_with(tmp_path, edited_job))
+    applied = tickwork.json("apply", "-f", file_with(tmp_path, edited_job), "--yes")
+
+    assert [(j["action"], j["changes"]) for j in planned["jobs"]] == [("update", [
+        {"field": "max_runs", "old": 3, "new": 5}, {"field": "end_action", "old": "delete", "new": "none"}])]
+    assert [j["key"] for j in applied["applied"]] == ["three-reports"]
+    stored = tickwork.jobs()["three-reports"]
+    assert (stored["max_runs"], stored["end_action"]) == (5, "none")

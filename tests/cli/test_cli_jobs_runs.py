@@ -144,3 +144,23 @@ def test_the_entry_point_runs_as_a_process_tails_until_ctrl_c_and_shows_local_ti
     assert " succeeded " in first and "job " in first
     assert shown.returncode == 0
     assert [line for line in local.splitlines() if line.startswith("updated:")][0].endswith("+05:30")
+
+
+def test_jobs_get_shows_max_runs_with_the_runs_sent_and_the_end_action(tickwork: Tickwork, target: Target) -> None:
+    """The job runs every second until its second run: `jobs get` shows the bound, what was sent of it, and
+    what becomes of the job; a job without a bound shows none."""
+    status, job = tickwork.api("PUT", "/jobs/by-key/twice", {
+        "name": "twice", "schedule": "* * * * * *", "request": {"method": "POST", "url": target.url + "/t"},
+        "max_runs": 2, "end_action": "none"})
+    assert status == 201, job
+    create_job(tickwork, "unbounded", target.url + "/u")
+    assert wait_for(lambda: tickwork.json("jobs", "get", "twice")["status"] == "completed", timeout=WAIT_SECONDS)
+
+    shown = tickwork("jobs", "get", "twice", "--utc")
+    unbounded = tickwork("jobs", "get", "unbounded", "--utc")
+
+    lines = dict(line.split(":", 1) for line in shown.stdout.splitlines() if ":" in line)
+    assert (lines["max runs"].strip(), lines["end action"].strip(), lines["status"].strip()) == (
+        "2 (2 sent)", "none", "completed")
+    other = dict(line.split(":", 1) for line in unbounded.stdout.splitlines() if ":" in line)
+    assert (other["max runs"].strip(), other["end action"].strip()) == ("-", "none")

@@ -114,7 +114,15 @@ def _print_job(job: dict[str, Any], as_json: bool, utc: bool) -> None:
         ("schedule", f"{job['schedule']} ({job['timezone']})"),
         ("request", f"{request['method']} {request['url']}"),
         ("retry", "{strategy}, {max_attempts} attempts, {delay_seconds}s".format(**job["retry"])),
+        ("max runs", _max_runs(job)), ("end action", job.get("end_action", "none")),
         ("tags", ", ".join(job.get("tags") or []) or None), ("version", job["version"]),
         ("updated", show(job.get("updated_at"), zone(utc))),
         ("next runs", "\n".join(show(t, zone(utc)) for t in job.get("next_fire_times") or []) or None),
     ]))
+
+
+def _max_runs(job: dict[str, Any]) -> str | None:
+    """How many of its max_runs scheduled runs the job has sent; None without a bound."""
+    if job.get("max_runs") is None:
+        return None
+    return f"{job['max_runs']} ({job.get('runs_sent', 0)} sent)"

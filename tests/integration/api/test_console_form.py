@@ -221,3 +221,56 @@ def test_a_job_created_with_calendars_stores_them_and_an_edit_without_names_clea
     assert stored(console, job)["calendar"] is None
     expect(setting(console, "Id")).to_have_text(job["id"])
     expect(setting(console, "Calendars")).to_have_count(0)
+
+
+def test_a_job_created_with_max_runs_and_end_action_stores_them_shows_runs_sent_and_an_edit_clears_them(
+        console: Console, target: Target) -> None:
+    page = console.page
+    max_runs = page.get_by_label("Max runs (optional)")
+    end_action = page.get_by_label("Once its last run ended")
+    fill_new_job(console, target, "three-times")
+    expect(end_action).to_have_value("none")
+    max_runs.fill("3")
+    end_action.select_option("delete")
+    with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/jobs")) as sent:
+        page.get_by_role("button", name="Create job").click()
+    expect(page.get_by_role("heading", name="three-times", exact=True)).to_be_visible()
+    assert {k: sent.value.post_data_json[k] for k in ("max_runs", "end_action")} == {"max_runs": 3, "end_action": "delete"}
+    job = only_job(console)
+    assert (job["max_runs"], job["end_action"], job["runs_sent"]) == (3, "delete", 0)
+    expect(setting(console, "Runs sent")).to_have_text("0 of 3 (max runs)")
+    expect(setting(console, "Once ended")).to_have_text("deleted, its runs kept")
+
+    open_edit(console, job)
+    expect(max_runs).to_have_value("3")
+    expect(end_action).to_have_value("delete")
+    max_runs.fill("")
+    end_action.select_option("none")
+    assert save_edit(console, "three-times") == {"max_runs": None, "end_action": "none"}
+    assert (stored(console, job)["max_runs"], stored(console, job)["end_action"]) == (None, "none")
+    expect(setting(console, "Id")).to_have_text(job["id"])
+    expect(setting(console, "Runs sent")).to_have_count(0)
+    expect(setting(console, "Once ended")).to_have_count(0)
+
+
+def test_a_job_created_without_max_runs_leaves_it_unset(console: Console, target: Target) -> None:
+    page = console.page
+    fill_new_job(console, target, "unbounded")
+    with page.expect_request(lambda r: r.method == "POST" and r.url.endswith("/jobs")) as sent:
+        page.get_by_role("button", name="Create job").click()
+    expect(page.get_by_role("heading", name="unbounded", exact=True)).to_be_visible()
+    assert "max_runs" not in sent.value.post_data_json and sent.value.post_data_json["end_action"] == "none"
+    assert (only_job(console)["max_runs"], only_job(console)["end_action"]) == (None, "none")
+
+
+def test_the_job_page_counts_runs_sent_as_they_go_and_shows_the_job_completed_at_max_runs(console: Console,
+                                                                                        target: Target) -> None:
+    """The local runtime sends the job's runs every second: the page, open from before the first, follows
+    runs_sent up to max_runs (its settings redrawn without an edit) and the job's end."""
+    job = console.job(name="twice", schedule="* * * * * *", request={"url": target.url + "/twice"}, max_runs=2)
+    console.sign_in()
+    console.open(f"#/jobs/{job['id']}")
+    expect(console.page.get_by_role("heading", name="twice", exact=True)).to_be_visible()
+    expect(setting(console, "Runs sent")).to_have_text("2 of 2 (max runs)", timeout=20_000)
+    expect(console.page.locator(".title-row")).to_contain_text("completed", timeout=20_000)
+    assert stored(console, job)["runs_sent"] == 2

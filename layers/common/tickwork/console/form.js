@@ -32,6 +32,10 @@ const FIELDS = [
   ['catchup_window_seconds', 'f-window', 'Catch-up window (seconds)', () => h('input', { type: 'number', min: 0, inputmode: 'numeric' })],
   ['start_at', 'f-start', 'Start at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-01-01T00:00:00Z', spellcheck: 'false' })],
   ['end_at', 'f-end', 'End at (RFC 3339, optional)', () => h('input', { type: 'text', placeholder: '2030-12-31T00:00:00Z', spellcheck: 'false' })],
+  ['max_runs', 'f-max-runs', 'Max runs (optional)', () => h('input', { type: 'number', min: 1, inputmode: 'numeric' }),
+    'scheduled runs sent before the job ends (manual runs, replays, skipped and missed slots do not count)'],
+  ['end_action', 'f-end-action', 'Once its last run ended', () => h('select', {},
+    [['none', 'none: keep it, completed'], ['delete', 'delete: delete it, its runs kept']].map(([v, t]) => h('option', { value: v }, t)))],
   ['calendar.exclude', 'f-calendars', 'Not on the dates of calendars (optional)', () => h('input', { type: 'text', placeholder: 'us-holidays', spellcheck: 'false' }),
     'calendar names, comma-separated (PUT /calendars/{name}); dates on the job\'s time zone'],
   ['calendar.on_excluded', 'f-on-excluded', 'On an excluded date', () => h('select', {},
@@ -43,7 +47,9 @@ const FIELDS = [
 ];
 const CALENDAR = ['calendar.exclude', 'calendar.on_excluded'];
 const NUMBERS = new Set(['request.timeout_seconds', 'retry.max_attempts', 'retry.delay_seconds', 'catchup_window_seconds',
-  'spread_seconds', 'completion.timeout_seconds']);
+  'spread_seconds', 'completion.timeout_seconds', 'max_runs']);
+// Optional numbers an edit clears when emptied (null: the API's none).
+const CLEARABLE = new Set(['completion.timeout_seconds', 'max_runs']);
 
 export async function newJobView(main, view, navigate) {
   renderForm(main, view, null, navigate);
@@ -78,8 +84,8 @@ function renderForm(main, view, job, navigate) {
   const form = h('form', { class: 'job-form', novalidate: true },
     formError, fields.slice(0, 4), preview, h('fieldset', {}, h('legend', {}, 'Request'), fields.slice(4, 9)),
     h('fieldset', {}, h('legend', {}, 'Retries, overlap and catch-up'), fields.slice(9, 15)),
-    h('fieldset', {}, h('legend', {}, 'Window and calendars'), fields.slice(15, 19)),
-    h('fieldset', {}, h('legend', {}, 'Completion'), fields.slice(19)),
+    h('fieldset', {}, h('legend', {}, 'Window, end and calendars'), fields.slice(15, 21)),
+    h('fieldset', {}, h('legend', {}, 'Completion'), fields.slice(21)),
     h('div', { class: 'actions' }, submit, job ? link('Cancel', 'jobs', job.id) : link('Cancel', 'jobs')));
   const zones = h('datalist', { id: 'zones' }, (Intl.supportedValuesOf ? Intl.supportedValuesOf('timeZone') : ['UTC'])
     .concat(['UTC']).map((z) => h('option', { value: z })));
@@ -153,6 +159,7 @@ function valuesOf(job) {
     catchup_window_seconds: String(job.catchup_window_seconds), spread_seconds: String(job.spread_seconds), start_at: job.start_at ?? '', end_at: job.end_at ?? '',
     'completion.mode': job.completion?.mode ?? 'response',
     'completion.timeout_seconds': job.completion?.timeout_seconds ? String(job.completion.timeout_seconds) : '',
+    max_runs: job.max_runs == null ? '' : String(job.max_runs), end_action: job.end_action ?? 'none',
     'calendar.exclude': (job.calendar?.exclude ?? []).join(', '), 'calendar.on_excluded': job.calendar?.on_excluded ?? 'skip',
   };
 }
@@ -223,7 +230,7 @@ function changes(values, initial) {
   const body = {};
   for (const [name, text] of Object.entries(values)) {
     if (text !== initial[name] && !CALENDAR.includes(name)) {
-      put(body, name, name === 'completion.timeout_seconds' && text.trim() === '' ? null : typed(name, text));
+      put(body, name, CLEARABLE.has(name) && text.trim() === '' ? null : typed(name, text));
     }
   }
   if (CALENDAR.some((name) => values[name] !== initial[name])) body.calendar = calendarOf(values);

@@ -68,7 +68,9 @@ export async function jobView(main, view, id, navigate) {
 
   const button = (label, onclick, attrs = {}) => h('button', { type: 'button', ...attrs, onclick }, label);
   const showJob = async (fresh, force) => {
-    const changed = force || fresh.version !== job.version || fresh.status !== job.status || fresh.updated_at !== job.updated_at;
+    // runs_sent moves with each scheduled run sent, not with the job's version: its settings row follows it.
+    const changed = force || fresh.version !== job.version || fresh.status !== job.status || fresh.updated_at !== job.updated_at
+      || fresh.runs_sent !== job.runs_sent;
     job = fresh;
     title.textContent = job.name;
     document.title = `${job.name} · Tickwork`;
@@ -126,6 +128,8 @@ function settingsList(job) {
     job.spread_seconds ? ['Spread', `up to ${job.spread_seconds} s (this job's offset is in its next runs)`] : null,
     job.start_at ? ['Starts', absTime(job.start_at)] : null,
     job.end_at ? ['Ends', absTime(job.end_at)] : null,
+    job.max_runs != null ? ['Runs sent', `${job.runs_sent} of ${job.max_runs} (max runs)`] : null,
+    job.end_action === 'delete' ? ['Once ended', 'deleted, its runs kept'] : null,
     ['Request', h('code', { class: 'wrap' }, `${request.method} ${request.url}`)],
     ['Headers', headers.length ? h('ul', { class: 'plain' }, headers.map(([k, v]) => h('li', {}, h('code', { class: 'wrap' }, `${k}: ${v}`)))) : 'none'],
     request.body !== null ? ['Body', h('pre', {}, request.body)] : null,
