@@ -191,3 +191,22 @@ def test_a_job_whose_last_counted_run_was_skipped_is_completed_by_maintenance(
     assert _job_row(db, skipped) == ("completed", 1, None)
     assert _job_row(db, waiting) == ("active", 1, None)
     assert report.jobs_finished == 1
+
+
+def test_a_job_resumed_after_its_last_run_was_claimed_gets_no_next_slot_and_completes(
+        api: Api, services: Services, target: Target, db: Any) -> None:
+    """Break: resuming a paused job that had reached max_runs gives it its next slot back: the poller then
+    refuses every claim of it and nothing completes it, so it stays active for good. Must hold: resumed, it has
+    no next slot; its last run, skipped by the pause (a pause stops what was handed over), leaves maintenance
+    to complete it."""
+    job_id = _job(api, services, target, max_runs=1, retry=NO_RETRY)
+    assert len(_send_scheduled(services, range(0, 1))) == 1
+    use_clock((T0 + timedelta(seconds=2)).timestamp)
+    assert api.call("POST", f"/jobs/{job_id}/pause").status == 200
+    assert api.call("POST", f"/jobs/{job_id}/resume").status == 200
+    assert _job_row(db, job_id) == ("active", 1, None)
+    assert _runs(db, job_id) == [("schedule", "skipped")]
+    assert _send_scheduled(services, range(3, 5)) == []
+    report = run_maintenance(services, T0 + timedelta(seconds=60))
+    assert report.jobs_finished == 1
+    assert _job_row(db, job_id) == ("completed", 1, None)

@@ -147,6 +147,10 @@ def resumed(job: Job, now: datetime) -> Job:
         raise ConflictError("a completed job cannot be resumed; give it a new schedule to run it again")
     if job.status == JobStatus.ACTIVE:
         return job
+    if job.max_runs is not None and job.runs_sent >= job.max_runs:
+        # Every run it may send was claimed: no next slot; it completes once the last one has ended (its end, or
+        # maintenance's finish_jobs step when nothing is left to end).
+        return replace(job, status=JobStatus.ACTIVE, next_run_at=None, paused_reason=None)
     next_run_at = scheduling.first_slot(scheduling.job_schedule(job), now)
     status = JobStatus.ACTIVE if next_run_at else JobStatus.COMPLETED
     return replace(job, status=status, next_run_at=next_run_at, paused_reason=None)
