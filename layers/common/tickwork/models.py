@@ -58,6 +58,23 @@ def dispatches_from_event(event: Mapping[str, Any]) -> list[Dispatch]:
 # takes the value that keeps the behaviour it had.
 
 @dataclass(frozen=True)
+class RequestAuth:
+    """How a job's request is signed: `aws_iam`, SigV4 with the role's session (tickwork.http.sigv4)."""
+
+    type: str
+    role_arn: str
+    service: str
+    region: str
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RequestAuth:
+        return cls(raw["type"], raw["role_arn"], raw["service"], raw["region"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "role_arn": self.role_arn, "service": self.service, "region": self.region}
+
+
+@dataclass(frozen=True)
 class HttpRequest:
     """The HTTP request a job sends. Header values may be sealed (tickwork.secrets.vault)."""
 
@@ -66,15 +83,20 @@ class HttpRequest:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str | None = None
     timeout_seconds: int = defaults.REQUEST_TIMEOUT_SECONDS
+    auth: RequestAuth | None = None  # none: sent unsigned (but for the Standard Webhooks signature)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> HttpRequest:
+        auth = raw.get("auth")
         return cls(url=raw["url"], method=raw.get("method"), headers=dict(raw.get("headers") or {}),
-                   body=raw.get("body"), timeout_seconds=raw.get("timeout_seconds", defaults.REQUEST_TIMEOUT_SECONDS))
+                   body=raw.get("body"), timeout_seconds=raw.get("timeout_seconds", defaults.REQUEST_TIMEOUT_SECONDS),
+                   auth=None if auth is None else RequestAuth.from_dict(auth))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "url": self.url, "headers": dict(self.headers), "body": self.body,
-                "timeout_seconds": self.timeout_seconds}
+        """Without `auth` when there is none: what a job stored before it existed is unchanged."""
+        shown = {"method": self.method, "url": self.url, "headers": dict(self.headers), "body": self.body,
+                 "timeout_seconds": self.timeout_seconds}
+        return shown if self.auth is None else {**shown, "auth": self.auth.to_dict()}
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,17 @@ class _Strict(BaseModel):
 
 # ---------------------------------------------------------------- requests
 
+class RequestAuthSpec(_Strict):
+    """Sign the request with AWS SigV4 as the role (assumed with ExternalId = your tenant id; it must match the
+    deployment's target role pattern): for Lambda Function URLs and API Gateway routes with IAM auth."""
+
+    type: Literal["aws_iam"]
+    role_arn: Annotated[str, StringConstraints(min_length=1, max_length=2048),
+                        Field(examples=["arn:aws:iam::123456789012:role/tickwork-target-reports"])]
+    service: Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]{1,64}$"), Field(examples=["lambda", "execute-api"])]
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$"), Field(examples=["us-east-1"])]
+
+
 class RequestSpec(_Strict):
     """The HTTP request a job sends. Without `method`: POST when a body is given, else GET."""
 
@@ -199,6 +210,7 @@ class RequestSpec(_Strict):
     headers: Headers = Field(default_factory=dict, repr=False)
     body: RequestBody | None = None
     timeout_seconds: Timeout = DEFAULT_TIMEOUT_SECONDS
+    auth: RequestAuthSpec | None = None
 
 
 class SqsParametersSpec(_Strict):
@@ -327,6 +339,7 @@ class RequestPatch(_Strict):
     headers: Unchanged[Headers] = Field(None, repr=False)
     body: RequestBody | None = None
     timeout_seconds: Unchanged[Timeout] = None
+    auth: RequestAuthSpec | None = Field(None, description="null removes the signature.")
 
 
 class RetryPatch(_Strict):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tickwork.api.models import Catchup, JobStatus, Overlap, TargetSpec, Timestamp, Trigger
+from tickwork.api.models import Catchup, JobStatus, Overlap, RequestAuthSpec, TargetSpec, Timestamp, Trigger
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 from tickwork.rules.retry import (
@@ -25,6 +25,7 @@ class RequestOut(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict, description='Sensitive values are shown as "***".')
     body: str | None = None
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    auth: RequestAuthSpec | None = Field(None, description="Present when the request is signed with AWS SigV4.")
 
 
 class RetryOut(BaseModel):

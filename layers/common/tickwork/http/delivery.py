@@ -40,7 +40,8 @@ from tickwork.http import attempt_errors as stages
 from tickwork import defaults
 from tickwork.http.connections import Connections, TargetKey, closed_by_peer
 from tickwork.http.deadline import AnswerWatch, TimedResponse, time_to_send
-from tickwork.http.redaction import redact, secret_values
+from tickwork.http.redaction import redact, secret_values, spellings
+from tickwork.http.sigv4 import SigV4
 from tickwork.http.signing import Signing
 from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules.success import status_failure
@@ -298,7 +299,7 @@ class Prepared:
 def prepare(
     connections: Connections, request: Mapping[str, Any], extra_headers: Mapping[str, str], timeout: float,
     pinned_address: str | None = None, started_at: datetime | None = None, signing: Signing | None = None,
-    secrets: tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (), sigv4: SigV4 | None = None,
 ) -> Prepared:
     """Make an attempt ready: no redirects will be followed (a redirect could point inside the network)
     and nothing is retried behind the caller's back.
@@ -308,7 +309,8 @@ def prepare(
     `started_at` is when the attempt's time began (the executor passes the start Postgres recorded, which
     the sweeper counts from too); by default, now. The attempt is over `timeout` after it, and never more
     than `timeout` after it is fired. With `signing` the request carries Standard Webhooks signature
-    headers over exactly the body sent; `secrets` are values interpolated into it, never stored. The
+    headers over exactly the body sent, and with `sigv4` an AWS signature over the whole request as sent
+    (tickwork.http.sigv4); `secrets` are values interpolated into it, never stored. The
     connection is opened now unless the target's `lead` says later (Prepared.connect, or at the write).
     """
     begun = time.monotonic()
@@ -326,6 +328,9 @@ def prepare(
     if signing is not None:
         headers = {n: v for n, v in headers.items() if n.lower() not in _SIGNATURE_HEADERS} | signing.headers(body)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if sigv4 is not None:  # last: it signs every header sent
+        headers = sigv4.headers(method, f"{parts.scheme}://{headers['Host']}{path}", headers, body)
+        hidden = tuple(sorted({*hidden, *spellings(sigv4.secrets(headers))}, key=len, reverse=True))
     prepared = Prepared(connections, key, method, path, headers, body, timeout, deadline=start + timeout,
                         secrets=hidden, lead=connections.lead(key))
     if prepared.lead is None:

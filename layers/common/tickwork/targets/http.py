@@ -2,7 +2,9 @@
 
 Preparing a run opens its secrets, checks its target (the SSRF guard again when a secret is in its URL, the
 deployment's ports every time: a job may predate a change of them), pins the connection to the address just
-checked, signs it, and readies a keep-alive connection with the request's head rendered into it.
+checked, signs it (with SigV4 too for a `request.auth` of type aws_iam, as the job's role: its session kept or
+assumed now, tickwork.targets.aws.credentials), and readies a keep-alive connection with the request's head
+rendered into it.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from tickwork.errors import InvalidInputError, SealError, SecretHostError, Unkno
 from tickwork.http import delivery
 from tickwork.http.connections import Connections
 from tickwork.http.redaction import redact, spellings
+from tickwork.http.sigv4 import SigV4
 from tickwork.http.targets import check_port, resolve_public_addresses, validate_target_url
 from tickwork.interfaces import Attempt
 from tickwork.models import StartedExecution
@@ -20,6 +23,7 @@ from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.rules import success
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.settings import Settings
+from tickwork.targets.aws.credentials import RoleSessions
 from tickwork.targets.base import Callback
 from tickwork.timeutil import rfc3339
 from tickwork.vocab import TargetKind
@@ -30,12 +34,14 @@ CALLBACK_HEADER = "Tickwork-Callback-Url"  # a run in callback mode (tickwork.ru
 @dataclass
 class HttpTarget:
     """`callback` gives a run in callback mode its attempt's callback (None for a run that is not; a Failure
-    when it cannot be had); it is asked once the run's target passed its checks."""
+    when it cannot be had); it is asked once the run's target passed its checks. `sessions`: the environment's
+    role sessions (the AWS kinds' too), for a request signed with SigV4."""
 
     connections: Connections
     settings: Settings
     secrets: TenantSecrets
     callback: Callable[[StartedExecution], Callback | Failure | None]
+    sessions: RoleSessions
     kind: TargetKind = field(default=TargetKind.HTTP, init=False)
 
     def prepare(self, run: StartedExecution) -> Attempt:
@@ -53,6 +59,10 @@ class HttpTarget:
             return _failed(FailureKind.REFUSED, redact(f"refused: {exc.message}", spellings(exc.values)))
         except InvalidInputError as exc:  # its messages never quote the URL
             return _failed(FailureKind.REFUSED, f"refused: {exc.message}")
+        timeout = delivery.request_timeout_seconds(request, self.settings.max_request_timeout_seconds)
+        sigv4 = self._sigv4(run, request.get("auth"), timeout)
+        if isinstance(sigv4, Failure):
+            return delivery.failed_before_sending(sigv4)
         headers, hidden = run_headers(run), values
         callback = self.callback(run)
         if isinstance(callback, Failure):
@@ -60,7 +70,6 @@ class HttpTarget:
         if callback is not None:
             headers[CALLBACK_HEADER] = callback.url
             hidden = (*values, callback.token)  # a target echoing its request does not get the token into history
-        timeout = delivery.request_timeout_seconds(request, self.settings.max_request_timeout_seconds)
         pinned = None
         if not self.settings.allow_private_targets:
             host, port = delivery.host_and_port(request["url"])
@@ -72,7 +81,19 @@ class HttpTarget:
             except OSError:
                 return _failed(FailureKind.CONNECTION, "connection failed: could not resolve host")
         return delivery.prepare(self.connections, request, headers, timeout, pinned_address=pinned,
-                                started_at=run.attempt_started_at, signing=signing, secrets=hidden)
+                                started_at=run.attempt_started_at, signing=signing, secrets=hidden,
+                                sigv4=sigv4)
+
+    def _sigv4(self, run: StartedExecution, auth: dict[str, str] | None, timeout: float) -> SigV4 | Failure | None:
+        """What signs the run's request as its job's role (ExternalId: the tenant's id), or why it cannot be."""
+        if auth is None:
+            return None
+        started = run.attempt_started_at.timestamp() if run.attempt_started_at else self.sessions.clock()
+        session = self.sessions.session(auth["role_arn"], run.tenant_id, started + timeout)
+        if isinstance(session, Failure):
+            return session
+        return SigV4(session.access_key_id, session.secret_access_key, session.session_token, auth["service"],
+                     auth["region"])
 
     def judge(self, run: StartedExecution, outcome: Outcome) -> Outcome:
         return success.judge(run.success, outcome)

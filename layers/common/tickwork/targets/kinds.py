@@ -41,7 +41,7 @@ class Means:
 
 
 def _http(means: Means) -> Target:
-    return HttpTarget(means.http, means.settings, means.secrets, means.callback)
+    return HttpTarget(means.http, means.settings, means.secrets, means.callback, means.aws.clients.sessions)
 
 
 def _aws(kind: TargetKind, means: Means) -> Target:

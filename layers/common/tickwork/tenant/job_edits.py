@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from tickwork.errors import ConflictError, InvalidInputError, ScheduleError, UnsafeTargetError
 from tickwork.http.redaction import REDACTED, is_sensitive_header
+from tickwork.http.sigv4 import SIGNED_BY_TICKWORK
 from tickwork.http.targets import validate_target_url
 from tickwork.models import (
     DEFINITION_FIELDS,
@@ -182,7 +183,7 @@ def require_run(job: Job, now: datetime) -> datetime:
 # ---------------------------------------------------------------- the parts
 
 def _merged_request(stored: HttpRequest, patch: Mapping[str, Any]) -> HttpRequest:
-    merged = replace(stored, **patch)
+    merged = HttpRequest.from_dict({**stored.to_dict(), **patch})
     if "headers" in patch:
         merged = replace(merged, headers=keep_redacted(stored.headers, patch["headers"]))
     return merged
@@ -198,6 +199,8 @@ def checked_request(settings: Settings, request: HttpRequest) -> HttpRequest:
     for name in request.headers:
         if name.lower() in _RESERVED_HEADERS or name.lower().startswith(_RESERVED_PREFIX):
             raise InvalidInputError(f"request.headers.{name}", f"the {name} header cannot be set on a job")
+    if request.auth is not None:
+        _check_auth(settings, request)
     method = request.method or ("POST" if request.body is not None else "GET")
     return replace(request, url=url, method=method, headers=dict(request.headers))
 
@@ -213,6 +216,17 @@ def checked_target(settings: Settings, target: AwsTargetSpec) -> AwsTargetSpec:
                                 f"must be at most {settings.max_request_timeout_seconds} seconds")
     check_saved_input(target, vault.MAX_VALUE_BYTES)
     return target
+
+
+def _check_auth(settings: Settings, request: HttpRequest) -> None:
+    """A signed request's role is one the deployment lets jobs use, and the signature's headers are its own."""
+    assert request.auth is not None
+    refused = role_refusal(settings.target_role_pattern, request.auth.role_arn)
+    if refused is not None:
+        raise InvalidInputError("request.auth.role_arn", refused)
+    for name in request.headers:
+        if name.lower() in SIGNED_BY_TICKWORK:
+            raise InvalidInputError(f"request.headers.{name}", f"the {name} header is set by request.auth's signature")
 
 
 def checked_completion(given: Completion | None) -> Completion | None:

@@ -10,6 +10,7 @@ role; a role denied lately is tried once. Throttling, a 5xx or no answer is a fa
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ DENIED_RETRY_DELAYS = (0.2, 0.5, 1.0)
 # A role denied this recently is tried once per attempt, without the delays: it is denied, not new.
 DENIAL_MEMORY_SECONDS = 60.0
 ASSUME_ROLE = "sts:AssumeRole"
+# botocore logs at DEBUG what it signs and receives: AssumeRole's answer (a session's secret key and token), each
+# call's Authorization and X-Amz-Security-Token headers. Whatever level an operator sets (a Lambda's
+# AWS_LAMBDA_LOG_LEVEL reaches the root logger), they are not written.
+logging.getLogger("botocore").setLevel(logging.INFO)
 
 
 @dataclass(frozen=True)
