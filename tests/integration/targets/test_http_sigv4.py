@@ -128,3 +128,19 @@ def test_a_job_saved_with_auth_sends_signed_requests_and_nothing_stored_or_logge
     assert not any(signature in dump for signature in signatures)
     assert "AWS4-HMAC-SHA256" not in dump and aws.ROLE_ARN in dump  # the job (its role) was in what was searched
     assert executions(services, job["id"])[0][2] == "succeeded"
+
+
+def test_auth_is_set_changed_and_removed_through_the_api_and_a_role_outside_the_pattern_is_a_400(api: Api) -> None:
+    job = api.create(request={"url": "https://abc123.lambda-url.eu-west-1.on.aws/", "headers": {}})
+    assert "auth" not in job["request"] or job["request"]["auth"] is None
+    other = {**AUTH, "role_arn": aws.OTHER_ROLE_ARN}
+    refused = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"auth": other}})
+    assert refused.status == 400 and refused.body["error"]["field"] == "request.auth.role_arn"
+    patched = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"auth": AUTH}})
+    assert patched.status == 200 and patched.body["request"]["auth"] == AUTH
+    changed = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"timeout_seconds": 9}})
+    assert changed.body["request"]["auth"] == AUTH and changed.body["request"]["timeout_seconds"] == 9
+    removed = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"auth": None}})
+    assert removed.status == 200 and removed.body["request"].get("auth") is None
+    unknown = api.call("PATCH", f"/jobs/{job['id']}", {"request": {"auth": {**AUTH, "type": "basic"}}})
+    assert unknown.status == 400 and unknown.body["error"]["field"].startswith("request.auth")

@@ -49,8 +49,8 @@ def test_a_request_changed_after_signing_or_checked_with_another_key_does_not_ve
     signed = SIGNER.headers("POST", URL, HEADERS, BODY)
     if change == "header":
         signed["Tickwork-Run-Id"] = "run-2"
-    assert not _verifies(signed, body=b'{"at": 2}' if change == "body" else BODY,
-                         secret="another" if change == "secret" else SECRET, method="PUT" if change == "method" else "POST")
+    assert not _verifies(signed, body=b'{"at": 2}' if change == "body" else BODY, method="PUT" if change == "method"
+                         else "POST", secret="another" if change == "secret" else SECRET)
 
 
 def test_a_request_without_a_body_signs_the_empty_bodys_hash() -> None:

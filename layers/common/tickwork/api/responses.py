@@ -19,13 +19,18 @@ from tickwork.rules.retry import (
 )
 
 
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class RequestOut(BaseModel):
     method: str = "GET"
     url: str
     headers: dict[str, str] = Field(default_factory=dict, description='Sensitive values are shown as "***".')
     body: str | None = None
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
-    auth: RequestAuthSpec | None = Field(None, description="Present when the request is signed with AWS SigV4.")
+    auth: RequestAuthSpec | None = Field(None, exclude_if=_absent, description=(
+        "Present when the request is signed with AWS SigV4."))
 
 
 class RetryOut(BaseModel):
@@ -155,10 +160,6 @@ class ReplayOut(BaseModel):
     at_replay_limit: int = Field(0, description=(
         f"Runs of the window left as they are: each was replayed {MAX_REPLAYS_PER_RUN} times already, the most one "
         "run may be."))
-
-
-def _absent(value: Any) -> bool:
-    return value is None
 
 
 class FireTime(BaseModel):
