@@ -135,3 +135,43 @@ class TargetKind(StrEnum):
     AWS_SNS = "aws_sns"  # Publish
     AWS_EVENTBRIDGE = "aws_eventbridge"  # PutEvents
     AWS_STEP_FUNCTIONS = "aws_step_functions"  # StartExecution
+
+
+class RetryStrategy(StrEnum):
+    """How a retry's delay grows with its attempt (tickwork.rules.retry)."""
+
+    EXPONENTIAL = "exponential"
+    LINEAR = "linear"
+    FIXED = "fixed"
+
+
+class CompletionMode(StrEnum):
+    """What ends a run (tickwork.rules.completion)."""
+
+    RESPONSE = "response"  # its target's answer
+    CALLBACK = "callback"  # a later call of its own to its callback URL
+
+
+class NotifyOn(StrEnum):
+    """Which of its job's events a notification target hears of (tickwork.rules.notifications)."""
+
+    FAILURE = "failure"
+    RECOVERY = "recovery"
+    PAUSED = "paused"
+
+
+class NotificationType(StrEnum):
+    """What a notification tells (its event's `type`)."""
+
+    RUN_FAILED = "run.failed"
+    JOB_RECOVERED = "job.recovered"
+    JOB_PAUSED = "job.paused"
+
+
+class NotificationStatus(StrEnum):
+    """Every state a notification row can be in: pending (due, or to be retried), sending, then delivered or failed."""
+
+    PENDING = "pending"
+    SENDING = "sending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
