@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from tests import aws
 from tickwork.http.connections import Connections
-from tickwork.models import RetryPolicy, StartedExecution, SuccessRule
+from tickwork.models import StartedExecution
 from tickwork.secrets.outgoing import TenantSecrets
 from tickwork.store.jobs import TARGET_STAND_IN
 from tickwork.store.tenants import create_tenant
@@ -73,8 +73,8 @@ class AwsHarness:
                 "input": text, "timeout_seconds": self.timeout, **PARAMETERS.get(self.kind, {})}
         now = datetime.now(timezone.utc)
         return StartedExecution(str(uuid.uuid4()), str(uuid.uuid4()), self.tenant_id, now, 1, dict(TARGET_STAND_IN),
-                                RetryPolicy(), target=spec, attempt_started_at=now - timedelta(seconds=started_ago),
-                                success=None if success is None else SuccessRule.from_dict(success))
+                                {}, target=spec, attempt_started_at=now - timedelta(seconds=started_ago),
+                                success=dict(success) if success else None)
 
     def called(self) -> list[str]:
         return list(self.forwarder.run_ids)

@@ -22,7 +22,7 @@ import pytest
 from tests.contract import aws_harnesses
 from tests.support import wait_for
 from tickwork.http.connections import Connections
-from tickwork.models import RetryPolicy, StartedExecution, SuccessRule
+from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.runs.executor import aws_access
 from tickwork.secrets.outgoing import TenantSecrets
@@ -130,9 +130,9 @@ class HttpHarness:
         request = {"method": "POST", "url": f"http://127.0.0.1:{port}{self._PATHS.get(case, '/200')}",
                    "headers": headers, "body": "{}", "timeout_seconds": TIMEOUT_SECONDS}
         now = datetime.now(timezone.utc)
-        return StartedExecution(str(uuid.uuid4()), str(uuid.uuid4()), self.tenant_id, now, 1, request, RetryPolicy(),
+        return StartedExecution(str(uuid.uuid4()), str(uuid.uuid4()), self.tenant_id, now, 1, request, {},
                                 attempt_started_at=now - timedelta(seconds=started_ago),
-                                success=None if success is None else SuccessRule.from_dict(success))
+                                success=dict(success) if success else None)
 
     def called(self) -> list[str]:
         return list(self.endpoint.run_ids)

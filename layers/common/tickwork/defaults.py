@@ -2,7 +2,7 @@
 place these values are written: the API's models, the typed job (tickwork.models) and the rules read them here."""
 from __future__ import annotations
 
-from tickwork.vocab import Catchup, Jitter, NotifyOn, OnExcluded, Overlap, RetryStrategy
+from tickwork.vocab import Catchup, Jitter, OnExcluded, Overlap
 
 TIMEZONE = "UTC"
 OVERLAP = Overlap.ALLOW  # a run due while the previous one is in progress runs too: what plain cron does
@@ -15,9 +15,9 @@ ON_EXCLUDED = OnExcluded.SKIP  # a slot on an excluded date is recorded skipped,
 
 # Long enough for a slow webhook, well short of the executor's own cap (settings.max_request_timeout_seconds).
 REQUEST_TIMEOUT_SECONDS = 30
-NOTIFY_ON = tuple(NotifyOn)  # a job that asks for notifications hears of every kind
+NOTIFY_ON = ("failure", "recovery", "paused")  # a job that asks for notifications hears of every kind
 
-RETRY_STRATEGY = RetryStrategy.EXPONENTIAL
+RETRY_STRATEGY = "exponential"
 RETRY_MAX_ATTEMPTS = 3
 RETRY_DELAY_SECONDS = 10
 # New jobs spread their retries (full jitter: a failing target is not hit by every job at once) and keep

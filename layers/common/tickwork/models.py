@@ -271,13 +271,9 @@ def part_json(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-# The job's parts a run carries typed (its request stays as stored until the AWS target has a field of its own).
-RUN_PARTS = ("retry", "success", "notify", "completion")
-
-
 @dataclass(frozen=True)
 class StartedExecution:
-    """What the executor needs once it has won the right to run an attempt; its job's parts parsed (RUN_PARTS)."""
+    """What the executor needs once it has won the right to run an attempt."""
 
     id: str
     job_id: str
@@ -285,18 +281,18 @@ class StartedExecution:
     scheduled_for: datetime
     attempt: int
     request: dict[str, Any]  # an AWS target's job: its stand-in (tickwork.store.jobs.TARGET_STAND_IN)
-    retry: RetryPolicy
+    retry: dict[str, Any]
     overlap: str = defaults.OVERLAP
     # When this attempt's time began, as Postgres recorded it: its timeout and the sweeper count from here.
     attempt_started_at: datetime | None = None
-    success: SuccessRule | None = None  # the job's success rules (tickwork.rules.success)
-    notify: Notify | None = None
+    success: dict[str, Any] | None = None  # the job's success rules (tickwork.rules.success)
+    notify: dict[str, Any] | None = None
     pause_after_failures: int | None = None
     # A replayed run (tickwork.rules.replay): the attempt count its latest replay started from, and how many
     # times it was replayed. The retry policy counts attempts from replay_base.
     replay_base: int = 0
     replay_count: int = 0
-    completion: Completion | None = None  # how the run ends: None by the answer (tickwork.rules.completion)
+    completion: dict[str, Any] | None = None  # how the run ends: None by the answer (tickwork.rules.completion)
     # Its webhook-id when that is not its job's and its own id (tickwork.http.signing.message_id): a
     # notification's is its event id, whose body Tickwork writes, not the job.
     message_id: str | None = None

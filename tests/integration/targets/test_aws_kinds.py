@@ -17,7 +17,7 @@ import pytest
 
 from tests import aws
 from tickwork.dueindex.index import DueIndex
-from tickwork.models import RetryPolicy, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.scope import Scope
 from tickwork.secrets.outgoing import TenantSecrets
@@ -60,7 +60,7 @@ class Runner:
             ) -> StartedExecution:
         spec = {"role_arn": aws.ROLE_ARN, **target}
         return StartedExecution(run_id or str(uuid.uuid4()), "job-7", self.tenant, AT, attempt,
-                                dict(TARGET_STAND_IN), RetryPolicy(), target=spec, attempt_started_at=datetime.now(timezone.utc),
+                                dict(TARGET_STAND_IN), {}, target=spec, attempt_started_at=datetime.now(timezone.utc),
                                 replay_count=replay_count)
 
     def attempt(self, run: StartedExecution) -> Outcome:

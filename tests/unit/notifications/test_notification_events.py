@@ -4,12 +4,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from tickwork.models import Notify
 from tickwork.rules import notifications
 from tickwork.rules.notifications import RunEnd, WatchState
 
 NOW = datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
-STATE = WatchState("j1", "t1", "active", Notify("https://example.com/n", ("failure", "recovery", "paused")),
+STATE = WatchState("j1", "t1", "active", {"url": "https://example.com/n", "on": ["failure", "recovery", "paused"]},
                    3, 0, False)
 FAILED = RunEnd("e1", "j1", "t1", datetime(2026, 10, 25, 0, 29, tzinfo=timezone.utc), 3, False, "HTTP 500", 500)
 SUCCEEDED = replace(FAILED, execution_id="e2", succeeded=True, error=None, status_code=200)
@@ -49,7 +48,7 @@ def test_recovery_only_after_failures() -> None:
 
 
 def test_only_the_chosen_events_are_sent() -> None:
-    quiet = replace(STATE, notify=Notify("https://example.com/n", ("paused",)), consecutive_failures=2)
+    quiet = replace(STATE, notify={"url": "https://example.com/n", "on": ["paused"]}, consecutive_failures=2)
     assert [e.type for e in notifications.judge(quiet, FAILED, NOW).events] == ["job.paused"]
     unnotified = replace(STATE, notify=None, consecutive_failures=2)
     verdict = notifications.judge(unnotified, FAILED, NOW)

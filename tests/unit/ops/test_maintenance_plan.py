@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 from typing import Any
 
-from tickwork.models import RetryPolicy, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.ops.maintenance import (
     judge_running,
     redispatch,
@@ -27,9 +27,8 @@ def attempt_of(started_ago_s: float, retry: dict[str, Any], attempt: int = 1, ti
                slot: datetime = T0 - timedelta(seconds=105)) -> RunningAttempt:
     request = {"url": "https://example.com"} | ({} if timeout is None else {"timeout_seconds": timeout})
     started_at = T0 - timedelta(seconds=started_ago_s)
-    run = StartedExecution("run-1", "job-1", "tenant-1", slot, attempt, request, RetryPolicy.from_dict(retry),
-                           attempt_started_at=started_at)
-    return RunningAttempt(run, started_at)
+    return RunningAttempt(StartedExecution("run-1", "job-1", "tenant-1", slot, attempt, request, retry,
+                                           attempt_started_at=started_at), started_at)
 
 
 def running(started_ago_s: float, attempt: int = 1, timeout: float | None = 5) -> RunningAttempt:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from tickwork.models import SuccessRule
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import success
 
@@ -32,38 +31,38 @@ def test_without_rules_the_outcome_is_unchanged() -> None:
 
 
 def test_an_accepted_redirect_succeeds() -> None:
-    judged = success.judge(SuccessRule.from_dict({"status_codes": ["3xx"]}), _answer(302))
+    judged = success.judge({"status_codes": ["3xx"]}, _answer(302))
     assert judged.succeeded and judged.error is None
 
 
 def test_a_2xx_not_listed_fails_and_is_retryable() -> None:
-    judged = success.judge(SuccessRule.from_dict({"status_codes": [200]}), _answer(204))
+    judged = success.judge({"status_codes": [200]}, _answer(204))
     assert not judged.succeeded and judged.retryable
     assert judged.error == "HTTP 204 not accepted (success.status_codes: 200)"
 
 
 def test_a_4xx_not_listed_keeps_its_classification() -> None:
-    judged = success.judge(SuccessRule.from_dict({"status_codes": [200]}), _answer(404))
+    judged = success.judge({"status_codes": [200]}, _answer(404))
     assert not judged.succeeded and not judged.retryable
 
 
 def test_a_5xx_not_listed_keeps_its_classification() -> None:
-    judged = success.judge(SuccessRule.from_dict({"status_codes": [200]}), _answer(503))
+    judged = success.judge({"status_codes": [200]}, _answer(503))
     assert judged.failure is FailureKind.TRANSIENT_STATUS and judged.retryable
     assert judged.error == "HTTP 503 not accepted (success.status_codes: 200)"
 
 
 def test_a_redirect_not_listed_fails_and_is_retryable() -> None:
-    judged = success.judge(SuccessRule((), "done"), _answer(302))
+    judged = success.judge({"body_contains": "done"}, _answer(302))
     assert judged.failure is FailureKind.SUCCESS_RULE and judged.retryable
 
 
 def test_an_accepted_4xx_succeeds() -> None:
-    assert success.judge(SuccessRule.from_dict({"status_codes": [404, "2xx"]}), _answer(404)).succeeded
+    assert success.judge({"status_codes": [404, "2xx"]}, _answer(404)).succeeded
 
 
 def test_body_contains_must_match() -> None:
-    rules = SuccessRule(("2xx",), '"status":"done"')
+    rules = {"status_codes": ["2xx"], "body_contains": '"status":"done"'}
     assert success.judge(rules, _answer(200, '{"status":"done"}')).succeeded
     missed = success.judge(rules, _answer(200, '{"status":"queued"}'))
     assert not missed.succeeded and missed.retryable
@@ -72,7 +71,7 @@ def test_body_contains_must_match() -> None:
 
 def test_a_transport_failure_is_untouched() -> None:
     failure = Outcome(None, None, "timeout: no response within 5s", 5000, failure=FailureKind.TIMEOUT)
-    assert success.judge(SuccessRule.from_dict({"status_codes": [200]}), failure) is failure
+    assert success.judge({"status_codes": [200]}, failure) is failure
 
 
 @pytest.mark.parametrize(("status", "kind"), [

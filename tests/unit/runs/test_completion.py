@@ -5,7 +5,6 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tickwork.models import Completion
 from tickwork.rules import completion
 from tickwork.rules.completion import Awaiting, Settled
 
@@ -29,10 +28,10 @@ def test_without_a_report_the_wait_ends_only_at_its_deadline() -> None:
 
 
 def test_stored_and_shown_forms() -> None:
-    assert completion.stored(None) is None and completion.stored(Completion("response")) is None
-    assert completion.stored(Completion("callback")) == Completion("callback", 3600)
+    assert completion.stored(None) is None and completion.stored({"mode": "response"}) is None
+    assert completion.stored({"mode": "callback"}) == {"mode": "callback", "timeout_seconds": 3600}
     assert completion.shown(None) == {"mode": "response", "timeout_seconds": None}
-    assert completion.deadline(T0, Completion("callback", 5)) == T0 + timedelta(seconds=5)
+    assert completion.deadline(T0, {"mode": "callback", "timeout_seconds": 5}) == T0 + timedelta(seconds=5)
 
 
 @pytest.mark.parametrize(("logged", "shown"), [

@@ -8,17 +8,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tickwork.interfaces import Result
-from tickwork.models import Completion, RetryPolicy, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules import completion
 from tickwork.rules.retry import Bound
 from tickwork.runs import ending
-from tickwork.vocab import Jitter
 
 T0 = datetime(2027, 2, 3, 12, 0, 0, tzinfo=timezone.utc)
 REPLAYED_AT = T0 + timedelta(days=1)
-RETRY = RetryPolicy(strategy="fixed", max_attempts=3, delay_seconds=1, jitter=Jitter.NONE, past_next_run=False)
-CALLBACK = Completion("callback", 60)
+RETRY = {"strategy": "fixed", "max_attempts": 3, "delay_seconds": 1, "jitter": "none", "past_next_run": False}
+CALLBACK = {"mode": "callback", "timeout_seconds": 60}
 
 
 def run(attempt: int, replay_base: int = 0, started_at: datetime = T0) -> StartedExecution:

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import pytest
 
 from tickwork.interfaces import Group, Result, Sender
-from tickwork.models import Dispatch, RetryPolicy, StartedExecution
+from tickwork.models import Dispatch, StartedExecution
 from tickwork.outcome import Outcome
 from tickwork.runs.sending import MAX_PARALLEL_SENDS, BoundedSender
 from tickwork_local.sending import SHARED_THREADS, GatedSender, SharedSender
@@ -133,8 +133,7 @@ def sender(request: pytest.FixtureRequest) -> Iterator[Sender]:
 
 
 def _run(run_id: str) -> StartedExecution:
-    return StartedExecution(run_id, "job", "tenant", datetime(2027, 1, 15, 8, tzinfo=timezone.utc), 1, {},
-                            RetryPolicy())
+    return StartedExecution(run_id, "job", "tenant", datetime(2027, 1, 15, 8, tzinfo=timezone.utc), 1, {}, {})
 
 
 def _ahead(*runs: tuple[str, int]) -> list[tuple[Dispatch, StartedExecution]]:

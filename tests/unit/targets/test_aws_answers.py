@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 
-from tickwork.models import RetryPolicy, StartedExecution, SuccessRule
+from tickwork.models import StartedExecution
 from tickwork.outcome import Failure, FailureKind, Outcome
 from tickwork.targets.aws import failures, services
 from tickwork.targets.aws.target import AwsTarget
@@ -19,7 +19,7 @@ from tickwork.vocab import TargetKind
 
 ROLE = "arn:aws:iam::123456789012:role/tickwork-target-x"
 AT = datetime(2026, 1, 29, 9, 0, tzinfo=timezone.utc)
-RUN = StartedExecution("run-1", "job-1", "tenant-1", AT, 2, {}, RetryPolicy())
+RUN = StartedExecution("run-1", "job-1", "tenant-1", AT, 2, {}, {})
 
 
 @pytest.mark.parametrize(("code", "status", "kind"), [
@@ -107,7 +107,7 @@ def test_sqs_and_sns_count_their_attributes_and_fifo_sends_carry_the_runs_key() 
 
 def test_judging_keeps_a_services_failure_and_applies_the_rules_to_an_answer() -> None:
     target = AwsTarget(TargetKind.AWS_LAMBDA, None, None, None, 30.0)  # type: ignore[arg-type]
-    ruled = StartedExecution("r", "j", "t", AT, 1, {}, RetryPolicy(), success=SuccessRule((), "done"))
+    ruled = StartedExecution("r", "j", "t", AT, 1, {}, {}, success={"body_contains": "done"})
     failed = Outcome(200, "done", "function error (Unhandled)", 5, failure=FailureKind.TRANSIENT_STATUS)
     assert target.judge(ruled, failed) == failed
     assert target.judge(ruled, Outcome(200, "done", None, 5, failure=None)).succeeded

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tickwork.errors import InvalidInputError, UnknownSecretError
-from tickwork.models import RetryPolicy, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.targets.aws import rendering
 from tickwork.targets.aws.rendering import Context, check_saved_input, render, run_key
 from tickwork.targetspec.aws import AwsTargetSpec
@@ -39,9 +39,9 @@ def test_a_secret_the_tenant_lacks_is_an_error_naming_it() -> None:
 
 
 def test_a_run_is_named_by_its_id_and_replay_generation() -> None:
-    run = StartedExecution("run-1", "job-9", "tenant", AT, 4, {}, RetryPolicy())
+    run = StartedExecution("run-1", "job-9", "tenant", AT, 4, {}, {})
     assert run_key(run) == "run-1-0"
-    assert run_key(StartedExecution("run-1", "job-9", "tenant", AT, 6, {}, RetryPolicy(), replay_count=2)) == "run-1-2"
+    assert run_key(StartedExecution("run-1", "job-9", "tenant", AT, 6, {}, {}, replay_count=2)) == "run-1-2"
 
 
 def test_a_saved_input_is_checked_at_its_longest_rendering() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 from uuid import UUID
 
 from pydantic import (
@@ -148,7 +148,7 @@ Source = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=
                    Field(examples=["reports-repo"])]
 ExecutionStatus = Annotated[vocab.RunStatus, OneOf()]
 Timeout = Annotated[int, Field(ge=1, description="Seconds; at most the deployment's cap (120 by default).")]
-Strategy = Annotated[vocab.RetryStrategy, OneOf()]
+Strategy = Literal["exponential", "linear", "fixed"]
 # `errored`: active, but in quarantine (tickwork.dispatch.quarantine): `error_reason` says why.
 JobStatus = Annotated[vocab.JobStatus, OneOf(vocab.JobStatus.ACTIVE, vocab.JobStatus.PAUSED, vocab.JobStatus.COMPLETED,
                                                vocab.JobStatus.ERRORED)]
@@ -158,8 +158,7 @@ DelaySeconds = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS)]
 Overlap = Annotated[vocab.Overlap, OneOf()]
 Catchup = Annotated[vocab.Catchup, OneOf()]
 Jitter = Annotated[vocab.Jitter, OneOf()]
-NotifyOn = Annotated[vocab.NotifyOn, OneOf()]
-CompletionMode = Annotated[vocab.CompletionMode, OneOf()]
+NotifyOn = Literal["failure", "recovery", "paused"]
 MaxDelay = Annotated[int, Field(ge=1, le=MAX_DELAY_SECONDS, description="No wait between attempts is longer.")]
 MaxRuns = Annotated[int, Field(ge=1, strict=True, description=(
     "Scheduled runs sent before the job ends (manual runs, replays, skipped and missed slots do not count): "
@@ -250,7 +249,7 @@ class TargetSpec(BaseModel):
 
 
 class RetrySpec(_Strict):
-    strategy: Strategy = DEFAULT_STRATEGY
+    strategy: Strategy = cast(Strategy, DEFAULT_STRATEGY)
     max_attempts: MaxAttempts = DEFAULT_MAX_ATTEMPTS
     delay_seconds: DelaySeconds = DEFAULT_DELAY_SECONDS
     jitter: Jitter = Field(DEFAULT_JITTER, description=(
@@ -280,7 +279,7 @@ class CompletionSpec(_Strict):
     """How a run ends: by the target's answer (response), or by the target calling the URL it was sent in
     Tickwork-Callback-Url once its work is done (callback)."""
 
-    mode: CompletionMode = vocab.CompletionMode.RESPONSE
+    mode: Literal["response", "callback"] = "response"
     timeout_seconds: int | None = Field(None, ge=1, le=completion_rules.MAX_TIMEOUT_SECONDS, description=(
         "callback only: how long a run awaits its callback after the target accepted it; then its attempt fails "
         f"(default {completion_rules.DEFAULT_TIMEOUT_SECONDS})."))

@@ -11,7 +11,6 @@ from tickwork.store.notifications import NotificationRow
 from tickwork.tenant import history
 from tickwork.tenant.access import JOBS_READ
 from tickwork.timeutil import rfc3339
-from tickwork.vocab import NotificationStatus
 
 router = Router()
 
@@ -26,7 +25,7 @@ def notification_out(row: NotificationRow) -> NotificationOut:
     return NotificationOut(
         id=row.id, type=cast(Any, row.type), execution_id=row.execution_id,
         status=cast(Any, row.status), attempts=row.attempt_count,
-        next_attempt_at=rfc3339(row.next_attempt_at) if row.status == NotificationStatus.PENDING else None,
+        next_attempt_at=rfc3339(row.next_attempt_at) if row.status == "pending" else None,
         last_status_code=row.last_status_code, last_error=row.last_error, created_at=rfc3339(row.created_at) or "",
         finished_at=rfc3339(row.finished_at), event=row.payload,
     )

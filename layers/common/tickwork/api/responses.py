@@ -2,15 +2,11 @@
 document is generated from these models too."""
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tickwork import vocab
-from tickwork.api.models import (
-    Catchup, CompletionMode, JobStatus, Overlap, RequestAuthSpec, TargetSpec, Timestamp, Trigger,
-)
-from tickwork.api.vocabulary import OneOf
+from tickwork.api.models import Catchup, JobStatus, Overlap, RequestAuthSpec, TargetSpec, Timestamp, Trigger
 from tickwork.http.delivery import DEFAULT_TIMEOUT_SECONDS
 from tickwork.rules.replay import MAX_REPLAYS_PER_RUN
 from tickwork.rules.retry import (
@@ -58,7 +54,7 @@ class SuccessOut(BaseModel):
 
 
 class CompletionOut(BaseModel):
-    mode: CompletionMode
+    mode: Literal["response", "callback"]
     timeout_seconds: int | None = Field(description="callback only: how long a run awaits its callback.")
 
 
@@ -170,9 +166,9 @@ class FireTime(BaseModel):
     utc: Timestamp
     local: str = Field(description="The same instant in the schedule's time zone, with its UTC offset.")
     # Only present where a calendar put them: a preview without one has the shape it always had.
-    excluded_by: str | None = Field(default=None, exclude_if=_absent, description=(
+    excluded_by: str | None = Field(None, exclude_if=_absent, description=(
         "With a calendar: the calendar that excludes this slot's date; it is recorded skipped, not run."))
-    moved_from: Timestamp | None = Field(default=None, exclude_if=_absent, description=(
+    moved_from: Timestamp | None = Field(None, exclude_if=_absent, description=(
         "With a calendar and on_excluded next_day: the slot on an excluded date that runs here instead."))
 
 
@@ -187,9 +183,9 @@ class PreviewOut(BaseModel):
 
 class NotificationOut(BaseModel):
     id: str = Field(description="The event's id: the same on every attempt (webhook-id), for receivers to dedupe.")
-    type: Annotated[vocab.NotificationType, OneOf()]
+    type: Literal["run.failed", "job.recovered", "job.paused"]
     execution_id: str
-    status: Annotated[vocab.NotificationStatus, OneOf()]
+    status: Literal["pending", "sending", "delivered", "failed"]
     attempts: int
     next_attempt_at: Timestamp | None
     last_status_code: int | None

@@ -49,7 +49,7 @@ def job_out(job: Job) -> JobOut:
     errored = status == ERRORED
     return JobOut(**{
         **stored, "status": status, "request": job.request and job_edits.redacted_request(job.request),
-        "completion": completion.shown(job.completion),
+        "completion": completion.shown(part_json(job.completion)),
         "error_reason": stored["error_reason"] if errored else None,
         "errored_at": stored["errored_at"] if errored else None,
     })

@@ -22,13 +22,12 @@ from tickwork.rules.notifications import OPERATOR
 from tickwork.settings import Settings
 from tickwork.store import notifications as store
 from tickwork.timeutil import to_ms
-from tickwork.vocab import NotEnded, NotificationStatus, NotStarted, RunStatus
+from tickwork.vocab import NotEnded, NotStarted, RunStatus
 
 logger = Logger(child=True)
 
 # A notification's status after a delivery decision (the sweeper's too).
-STATUS_AFTER = {RunStatus.SUCCEEDED: NotificationStatus.DELIVERED, RunStatus.RETRYING: NotificationStatus.PENDING,
-                RunStatus.FAILED: NotificationStatus.FAILED}
+STATUS_AFTER = {RunStatus.SUCCEEDED: "delivered", RunStatus.RETRYING: "pending", RunStatus.FAILED: "failed"}
 # One tenant's notifications of a group in flight at once: a notify.url that never answers holds this many
 # threads until its timeout (events.DELIVERY_TIMEOUT_SECONDS), and nobody else's notification waits for it.
 PER_TENANT_IN_FLIGHT = 4

@@ -15,14 +15,13 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from tickwork import defaults
-from tickwork.models import Completion
-from tickwork.vocab import CompletionMode, RunStatus
+from tickwork.vocab import RunStatus
 
-MODES = tuple(CompletionMode)
-CALLBACK = CompletionMode.CALLBACK
+MODES = ("response", "callback")
+CALLBACK = "callback"
 # A day: longer work is a workflow's job, and a run awaiting holds its job's overlap for that long.
 MAX_TIMEOUT_SECONDS = 86_400
 DEFAULT_TIMEOUT_SECONDS = defaults.COMPLETION_TIMEOUT_SECONDS
@@ -37,26 +36,25 @@ FAILED_NOTE = "failed: reported by its completion callback"
 _CALLBACK_PATH = re.compile(r"(/callbacks/[^/\s]+/[^/\s]+/)[^/?#\s]+")
 
 
-def is_callback(completion: Completion | None) -> bool:
-    return completion is not None and completion.mode == CALLBACK
+def is_callback(completion: Mapping[str, Any] | None) -> bool:
+    return bool(completion) and completion.get("mode") == CALLBACK  # type: ignore[union-attr]
 
 
-def timeout_seconds(completion: Completion | None) -> int:
+def timeout_seconds(completion: Mapping[str, Any] | None) -> int:
     """How long a run of a callback-mode job awaits its completion."""
-    return int((completion and completion.timeout_seconds) or DEFAULT_TIMEOUT_SECONDS)
+    return int((completion or {}).get("timeout_seconds") or DEFAULT_TIMEOUT_SECONDS)
 
 
-def stored(completion: Completion | None) -> Completion | None:
-    """As the job keeps it: None for response mode (what every job did before), else mode and timeout."""
+def stored(completion: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The job's column: None for response mode (what every job did before), else mode and timeout."""
     if not is_callback(completion):
         return None
-    return Completion(CALLBACK, timeout_seconds(completion))
+    return {"mode": CALLBACK, "timeout_seconds": timeout_seconds(completion)}
 
 
-def shown(completion: Completion | None) -> dict[str, Any]:
+def shown(completion: Mapping[str, Any] | None) -> dict[str, Any]:
     """The job's `completion` as the API shows it."""
-    kept = stored(completion)
-    return {"mode": CompletionMode.RESPONSE, "timeout_seconds": None} if kept is None else kept.to_dict()
+    return stored(completion) or {"mode": "response", "timeout_seconds": None}
 
 
 def new_token() -> str:
@@ -88,7 +86,7 @@ def output_error(output: str | None) -> str | None:
     return None
 
 
-def deadline(now: datetime, completion: Completion | None) -> datetime:
+def deadline(now: datetime, completion: Mapping[str, Any] | None) -> datetime:
     return now + timedelta(seconds=timeout_seconds(completion))
 
 

@@ -1,6 +1,6 @@
 """Failure notifications and auto-pause, decided without I/O.
 
-A job with `notify` (tickwork.models.Notify: a url, and the events it is sent `on`) or `pause_after_failures` is
+A job with `notify` ({"url", "on": ["failure", "recovery", "paused"]}) or `pause_after_failures` is
 watched: when one of its runs ends (succeeded, or finally failed) the executor locks the job's counters,
 `judge` says what the end means (events to send, the job paused), and both are written in the same
 transaction as the run's final state. Each event is a row (tickwork.store.notifications) delivered by a
@@ -20,20 +20,20 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping
 
-from tickwork.models import Notify, RetryPolicy, StartedExecution
+from tickwork.models import StartedExecution
+from tickwork.rules.retry import RetryPolicy
 from tickwork.timeutil import rfc3339
-from tickwork.vocab import Jitter, JobStatus, NotificationType, NotifyOn, RetryStrategy
+from tickwork.vocab import Jitter, JobStatus
 
-ON_CHOICES = tuple(NotifyOn)
-EVENT_TYPES = {NotifyOn.FAILURE: NotificationType.RUN_FAILED, NotifyOn.RECOVERY: NotificationType.JOB_RECOVERED,
-               NotifyOn.PAUSED: NotificationType.JOB_PAUSED}
+ON_CHOICES = ("failure", "recovery", "paused")
+EVENT_TYPES = {"failure": "run.failed", "recovery": "job.recovered", "paused": "job.paused"}
 WEBHOOK, OPERATOR = "webhook", "operator"
 # Ids of events are derived from what they are about: an end recorded twice is the same event.
 _EVENT_NAMESPACE = uuid.UUID("6f1d3c2e-5b8a-4f0e-9a47-2c1e8b7d9f30")
 # A notification target gets a short timeout: it is a webhook receiver, not a job.
 DELIVERY_TIMEOUT_SECONDS = 10
 # About an hour of attempts (10 s, 20 s, ... capped at 15 min, spread by full jitter) before giving up.
-DELIVERY_RETRY = RetryPolicy(strategy=RetryStrategy.EXPONENTIAL, max_attempts=8, delay_seconds=10, jitter=Jitter.FULL,
+DELIVERY_RETRY = RetryPolicy(strategy="exponential", max_attempts=8, delay_seconds=10, jitter=Jitter.FULL,
                              max_delay_seconds=900, past_next_run=True)
 # Notification history the API shows per job.
 LIST_LIMIT = 100
@@ -49,7 +49,7 @@ class WatchState:
     job_id: str
     tenant_id: str
     status: str
-    notify: Notify | None
+    notify: dict[str, Any] | None
     pause_after_failures: int | None
     consecutive_failures: int
     failing: bool
@@ -88,26 +88,25 @@ class Verdict:
     events: list[Event]
 
 
-def wants(notify: Notify | None, what: str) -> bool:
-    return notify is not None and what in notify.on
+def wants(notify: Mapping[str, Any] | None, what: str) -> bool:
+    return notify is not None and what in notify.get("on", ON_CHOICES)
 
 
 def judge(state: WatchState, end: RunEnd, now: datetime) -> Verdict:
     """What a watched job's run ending means: its new counters, whether it pauses, the events to send."""
     if end.succeeded:
-        events = [event(end, WEBHOOK, NotificationType.JOB_RECOVERED, state.notify, now)] if state.failing and wants(
-            state.notify, NotifyOn.RECOVERY) else []
+        events = [event(end, WEBHOOK, "job.recovered", state.notify, now)] if state.failing and wants(
+            state.notify, "recovery") else []
         return Verdict(replace(state, consecutive_failures=0, failing=False), None, events)
     count = state.consecutive_failures + 1
     new = replace(state, consecutive_failures=count, failing=True)
-    events = ([event(end, WEBHOOK, NotificationType.RUN_FAILED, state.notify, now)]
-              if wants(state.notify, NotifyOn.FAILURE) else [])
+    events = [event(end, WEBHOOK, "run.failed", state.notify, now)] if wants(state.notify, "failure") else []
     limit = state.pause_after_failures
     if limit is None or count < limit or state.status != JobStatus.ACTIVE:
         return Verdict(new, None, events)
     reason = f"paused after {count} consecutive failed runs (pause_after_failures: {limit})"
-    if wants(state.notify, NotifyOn.PAUSED):
-        events.append(event(end, WEBHOOK, NotificationType.JOB_PAUSED, state.notify, now, {"paused_reason": reason}))
+    if wants(state.notify, "paused"):
+        events.append(event(end, WEBHOOK, "job.paused", state.notify, now, {"paused_reason": reason}))
     return Verdict(replace(new, status=JobStatus.PAUSED), reason, events)
 
 
@@ -115,7 +114,7 @@ def operator_event(end: RunEnd, now: datetime) -> Event:
     """The failure as the operator topic's first message about its job in the minute of `now`: one id per
     job and minute, so a later failure in that minute finds it taken and goes to `operator_summary`."""
     minute = now.replace(second=0, microsecond=0)
-    first = event(end, OPERATOR, NotificationType.RUN_FAILED, None, now, {"minute": rfc3339(minute)})
+    first = event(end, OPERATOR, "run.failed", None, now, {"minute": rfc3339(minute)})
     return _with_id(first, f"{end.job_id}:{OPERATOR}:{rfc3339(minute)}")
 
 
@@ -124,8 +123,7 @@ def operator_summary(end: RunEnd, now: datetime) -> tuple[Event, datetime]:
     the latest, with `failures` counting them (the store adds each to the count). Returns it and when it is
     published."""
     minute = now.replace(second=0, microsecond=0)
-    latest = event(end, OPERATOR, NotificationType.RUN_FAILED, None, now,
-                   {"minute": rfc3339(minute), "summary": True, "failures": 1})
+    latest = event(end, OPERATOR, "run.failed", None, now, {"minute": rfc3339(minute), "summary": True, "failures": 1})
     return _with_id(latest, f"{end.job_id}:{OPERATOR}-summary:{rfc3339(minute)}"), minute + SUMMARY_AFTER
 
 
@@ -135,7 +133,7 @@ def _with_id(raised: Event, key: str) -> Event:
 
 
 def event(
-    end: RunEnd, channel: str, kind: str, notify: Notify | None, now: datetime,
+    end: RunEnd, channel: str, kind: str, notify: Mapping[str, Any] | None, now: datetime,
     extra: Mapping[str, Any] | None = None,
 ) -> Event:
     event_id = str(uuid.uuid5(_EVENT_NAMESPACE, f"{end.execution_id}:{channel}:{kind}"))
@@ -144,7 +142,7 @@ def event(
         "scheduled_for": rfc3339(end.scheduled_for), "attempts": end.attempts, "error": end.error,
         "status_code": end.status_code, "occurred_at": rfc3339(now), **(extra or {}),
     }
-    url = None if notify is None else notify.url
+    url = None if notify is None else str(notify["url"])
     return Event(event_id, end.tenant_id, end.job_id, end.execution_id, channel, kind, url, payload)
 
 
@@ -167,5 +165,5 @@ def as_run(
     headers = {"Content-Type": "application/json", "Tickwork-Event-Type": str(payload.get("type"))}
     request = {"method": "POST", "url": url, "headers": headers,
                "body": body(payload), "timeout_seconds": DELIVERY_TIMEOUT_SECONDS}
-    return StartedExecution(notification_id, job_id, tenant_id, occurred_at, attempt, request, RetryPolicy(),
+    return StartedExecution(notification_id, job_id, tenant_id, occurred_at, attempt, request, {},
                             attempt_started_at=attempt_started_at, message_id=notification_id)

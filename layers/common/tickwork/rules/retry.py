@@ -9,9 +9,9 @@ from typing import Callable
 from tickwork import defaults
 from tickwork.models import RetryPolicy as RetryPolicy  # the policy is a part of the typed job
 from tickwork.timeutil import rfc3339
-from tickwork.vocab import Jitter, RetryStrategy, RunStatus
+from tickwork.vocab import Jitter, RunStatus
 
-STRATEGIES = tuple(RetryStrategy)
+STRATEGIES = ("exponential", "linear", "fixed")
 DEFAULT_STRATEGY = defaults.RETRY_STRATEGY
 DEFAULT_MAX_ATTEMPTS = defaults.RETRY_MAX_ATTEMPTS
 DEFAULT_DELAY_SECONDS = defaults.RETRY_DELAY_SECONDS
@@ -34,9 +34,9 @@ def is_retryable_status(status_code: int) -> bool:
 
 def delay_after(policy: RetryPolicy, attempt: int) -> float:
     """Seconds to wait after failed attempt number `attempt` (1-based) before the next one."""
-    if policy.strategy == RetryStrategy.EXPONENTIAL:
+    if policy.strategy == "exponential":
         delay = policy.delay_seconds * (2 ** min(attempt - 1, 32))
-    elif policy.strategy == RetryStrategy.LINEAR:
+    elif policy.strategy == "linear":
         delay = policy.delay_seconds * attempt
     else:
         delay = policy.delay_seconds

@@ -1,15 +1,14 @@
 """A job's success rules: which answers count as a successful attempt. Pure, no I/O.
 
-A job's `success` (tickwork.models.SuccessRule) lists status codes and classes (`[200, "2xx", ...]`) and a text the
-body must contain; without it (or without status codes) any 2xx succeeds, as before these rules existed.
+`success` is `{"status_codes": [200, "2xx", ...], "body_contains": "..."}`, both optional; without it (or
+without `status_codes`) any 2xx succeeds, as before these rules existed.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from tickwork.models import SuccessRule
 from tickwork.outcome import FailureKind, Outcome
 from tickwork.rules.retry import is_retryable_status
 
@@ -46,8 +45,8 @@ def normalized_codes(entries: Sequence[Any]) -> list[int | str]:
     return stored
 
 
-def accepts(rules: SuccessRule | None, status_code: int) -> bool:
-    entries = (rules and rules.status_codes) or DEFAULT_STATUS_CODES
+def accepts(rules: Mapping[str, Any] | None, status_code: int) -> bool:
+    entries = (rules or {}).get("status_codes") or DEFAULT_STATUS_CODES
     return any(low <= status_code <= high for low, high in map(status_range, entries))
 
 
@@ -62,18 +61,18 @@ def status_failure(status_code: int) -> FailureKind | None:
     return FailureKind.REJECTED_STATUS
 
 
-def judge(rules: SuccessRule | None, outcome: Outcome) -> Outcome:
+def judge(rules: Mapping[str, Any] | None, outcome: Outcome) -> Outcome:
     """The outcome under the job's rules: an answer they do not accept is a failed attempt with the reason
     (retried like any transient failure when its status is below 400, else as its status says); without
     rules, unchanged."""
-    if rules is None or outcome.status_code is None:
+    if not rules or outcome.status_code is None:
         return outcome
     code = outcome.status_code
     refused = FailureKind.SUCCESS_RULE if code < 400 else status_failure(code)
     if not accepts(rules, code):
-        listed = ", ".join(str(e) for e in rules.status_codes or DEFAULT_STATUS_CODES)
+        listed = ", ".join(str(e) for e in rules.get("status_codes") or DEFAULT_STATUS_CODES)
         return replace(outcome, failure=refused, error=f"HTTP {code} not accepted (success.status_codes: {listed})")
-    needle = rules.body_contains
+    needle = rules.get("body_contains")
     if needle and needle not in (outcome.body or ""):
         return replace(outcome, failure=refused,
                        error=f"HTTP {code}: the response body does not contain success.body_contains")

@@ -24,7 +24,7 @@ class Retrying:
     run_id: str
     job_id: str
     slot: datetime | None
-    policy: retry.RetryPolicy
+    policy: dict[str, Any]
     decision: retry.Decision
 
 
@@ -50,9 +50,13 @@ def job_bounds(conn: Any, runs: Sequence[Retrying]) -> list[retry.Bound]:
     stopped = executions_store.stopped_runs(conn, [run.run_id for run in runs if run.job_id not in rows])
     limits = []
     for run in runs:
-        slot = next_slot(rows.get(run.job_id), run.slot) if retry.needs_next_slot(run.policy, run.decision) else None
+        slot = next_slot(rows.get(run.job_id), run.slot) if needs_next_slot(run.policy, run.decision) else None
         limits.append(retry.Bound(slot, stopped.get(run.run_id)))
     return limits
+
+
+def needs_next_slot(policy: dict[str, Any], decision: retry.Decision) -> bool:
+    return retry.needs_next_slot(retry.RetryPolicy.from_dict(policy), decision)
 
 
 def next_slot(row: maintenance_store.IndexRow | None, after: datetime | None) -> datetime | None:

@@ -81,7 +81,7 @@ def decide(run: StartedExecution, succeeded: bool, retryable: bool, now: datetim
            retry_after_seconds: float | None = None) -> retry.Decision:
     """What follows the run's attempt: its job's retry policy counting the attempts of its latest replay only; a
     retry jittered with `uniform` when given (none: the exact delay)."""
-    return retry.decide(run.retry, replay.replay_attempt(run.attempt, run.replay_base),
+    return retry.decide(retry.RetryPolicy.from_dict(run.retry), replay.replay_attempt(run.attempt, run.replay_base),
                         succeeded, retryable, now, retry_after_seconds, uniform)
 
 
@@ -121,7 +121,7 @@ def retry_origin(end: AttemptEnd) -> datetime | None:
 
 def within(end: AttemptEnd, limit: retry.Bound) -> AttemptEnd:
     """The end with its retry bounded by its job (`limit`, tickwork.runs.bounds)."""
-    decision = retry.within(end.run.retry, end.decision, limit)
+    decision = retry.within(retry.RetryPolicy.from_dict(end.run.retry), end.decision, limit)
     return end if decision is end.decision else replace(end, decision=decision)
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from tickwork.models import Completion
 from tickwork.rules.completion import AWAITING, Awaiting, timeout_seconds
 
 # The token of the attempt being sent: only while that attempt is the running one.
@@ -123,8 +122,7 @@ def lock_awaiting(conn: Any, execution_id: str, attempt: int) -> Awaiting | None
     if row is None:
         return None
     run_id, number, deadline, completion, reported, output, started_at, duration_ms, status_code = row
-    timeout = timeout_seconds(None if completion is None else Completion.from_dict(completion))
-    return Awaiting(run_id, number, deadline, timeout, reported, output, started_at, duration_ms,
+    return Awaiting(run_id, number, deadline, timeout_seconds(completion), reported, output, started_at, duration_ms,
                     status_code)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from tickwork.models import JOB_PARTS, RUN_PARTS, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.vocab import PENDING_STATUSES, NotStarted, Overlap, RunStatus
 
 # A claim is recorded only if the job is still active, still at the version whose schedule produced
@@ -269,11 +269,8 @@ STARTED_COLUMNS = ", ".join(f"{sql} AS {name}" for name, sql in _STARTED.items()
 
 
 def started_execution(row: Sequence[Any]) -> StartedExecution:
-    """The run a row selected with STARTED_COLUMNS first describes (columns after them are the caller's), its
-    job's parts parsed."""
-    raw = dict(zip(_STARTED, row[:len(_STARTED)]))
-    return StartedExecution(**{name: JOB_PARTS[name].from_dict(value) if name in RUN_PARTS and value is not None
-                               else value for name, value in raw.items()})
+    """The run a row selected with STARTED_COLUMNS first describes (columns after them are the caller's)."""
+    return StartedExecution(**dict(zip(_STARTED, row[:len(_STARTED)])))
 
 # `guarded` is true once the caller holds the job's overlap lock; without it only jobs that allow
 # overlapping runs (and retries, which continue a run already started, and replays, which send an ended

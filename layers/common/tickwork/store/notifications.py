@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
-from tickwork.models import Notify, StartedExecution
+from tickwork.models import StartedExecution
 from tickwork.rules.notifications import Event, Verdict, WatchState
 from tickwork.store.executions import STARTED_COLUMNS, started_execution
 from tickwork.store.maintenance import Budget, delete_in_batches
@@ -127,8 +127,7 @@ class NotificationRow:
 def lock_states(conn: Any, job_ids: Sequence[str]) -> dict[str, WatchState]:
     """The jobs' counters, locked until the caller's transaction ends (in id order: no deadlock)."""
     rows = conn.execute(_LOCK_STATES, {"ids": sorted(set(job_ids))}).fetchall()
-    return {job_id: WatchState(job_id, tenant_id, status, None if notify is None else Notify.from_dict(notify), *rest)
-            for job_id, tenant_id, status, notify, *rest in rows}
+    return {row[0]: WatchState(*row) for row in rows}
 
 
 def save_states(conn: Any, verdicts: Sequence[Verdict], now: datetime) -> None:

@@ -233,7 +233,8 @@ def checked_completion(given: Completion | None) -> Completion | None:
     """As stored (tickwork.rules.completion.stored): none for response mode; a timeout is for callback mode only."""
     if given and given.timeout_seconds is not None and given.mode != completion_rules.CALLBACK:
         raise InvalidInputError("completion.timeout_seconds", "is only for mode callback")
-    return completion_rules.stored(given)
+    stored = completion_rules.stored(None if given is None else given.to_dict())
+    return None if stored is None else Completion.from_dict(stored)
 
 
 def checked_notify(settings: Settings, notify: Notify | None) -> Notify | None:
