@@ -109,7 +109,8 @@ class BaselineTasks:
         job = found[0]
         slot = datetime.fromtimestamp(slot_second, tz=timezone.utc)
         sent_at = time.time()
-        prepared = delivery.prepare(self.http, job.request, _headers(job_id, slot), float(job.request["timeout_seconds"]))
+        request = job.request.to_dict()  # the typed job's request, as the executor hands it to delivery
+        prepared = delivery.prepare(self.http, request, _headers(job_id, slot), float(request["timeout_seconds"]))
         prepared.fire()
         outcome = prepared.complete()
         with self.db.connection() as conn:
